@@ -1,0 +1,247 @@
+// pybind11 bindings: the only C++ that knows about Python. They take C-contiguous float64 /
+// int64 arrays already validated by python/multidraft/_validation.py, convert, and release the
+// GIL around every loop. Batched layout: p (B, V); q (B, rows, V) with rows = n for independent
+// drafts and 1 otherwise; drafts (B, n); seeds (B,) uint64, one core generator per row.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "multidraft/draft_scheme.hpp"
+#include "multidraft/otlp_plan.hpp"
+#include "multidraft/relaxed_network.hpp"
+#include "multidraft/rng.hpp"
+#include "multidraft/single_draft.hpp"
+#include "multidraft/subset_selection.hpp"
+
+namespace py = pybind11;
+using namespace multidraft;
+
+namespace {
+
+using Doubles = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using Ints = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
+using Seeds = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>;
+
+SchemeKind parse_kind(const std::string& kind) {
+  if (kind == "iid") return SchemeKind::iid;
+  if (kind == "without_replacement") return SchemeKind::without_replacement;
+  if (kind == "independent") return SchemeKind::independent;
+  throw std::invalid_argument("unknown draft scheme '" + kind + "'");
+}
+
+NetworkKind parse_network(const std::string& network) {
+  if (network == "sets") return NetworkKind::sets;
+  if (network == "tuples") return NetworkKind::tuples;
+  throw std::invalid_argument("'network' must be 'sets' or 'tuples', got '" + network + "'");
+}
+
+std::vector<int> to_int(const std::int64_t* data, std::size_t size) { return std::vector<int>(data, data + size); }
+
+// Shapes of a batched call: B rows of V, q rows per batch row, n drafts per row.
+struct Batch {
+  py::ssize_t B, V;
+  py::ssize_t q_stride;  // doubles between consecutive batch rows of q
+};
+
+Batch batch_of(const Doubles& p, const Doubles& q) {
+  if (p.ndim() != 2 || q.ndim() != 3 || q.shape(0) != p.shape(0) || q.shape(2) != p.shape(1))
+    throw std::invalid_argument("internal: expected p (B, V) and q (B, rows, V)");
+  return {p.shape(0), p.shape(1), q.shape(1) * q.shape(2)};
+}
+
+py::array_t<double> batched_acceptance_rate(const Doubles& p, const Doubles& q) {
+  const Batch b = batch_of(p, q);
+  py::array_t<double> out(b.B);
+  const double *pp = p.data(), *qq = q.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t r = 0; r < b.B; ++r) o[r] = sps_acceptance(pp + r * b.V, qq + r * b.q_stride, b.V);
+  }
+  return out;
+}
+
+py::array_t<double> batched_naive_acceptance(const Doubles& p, const Doubles& q, int n) {
+  const Batch b = batch_of(p, q);
+  py::array_t<double> out(b.B);
+  const double *pp = p.data(), *qq = q.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t r = 0; r < b.B; ++r) o[r] = multidraft::naive_acceptance(pp + r * b.V, qq + r * b.q_stride, b.V, n);
+  }
+  return out;
+}
+
+py::tuple batched_optimal_subset(const Doubles& p, const Doubles& q, int n, const std::string& kind) {
+  const Batch b = batch_of(p, q);
+  const SchemeKind k = parse_kind(kind);
+  py::array_t<double> alpha(b.B);
+  py::array_t<bool> in_H({b.B, b.V});
+  const double *pp = p.data(), *qq = q.data();
+  double* a = alpha.mutable_data();
+  bool* h = in_H.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t r = 0; r < b.B; ++r) {
+      const DraftScheme scheme(k, n, static_cast<int>(b.V), qq + r * b.q_stride);
+      const SubsetSolution s = multidraft::optimal_subset(pp + r * b.V, scheme);
+      a[r] = s.alpha;
+      for (py::ssize_t i = 0; i < b.V; ++i) h[r * b.V + i] = s.in_H[i] != 0;
+    }
+  }
+  return py::make_tuple(alpha, in_H);
+}
+
+// Probabilities of M tuples (M, n) under one scheme q (rows, V).
+py::array_t<double> tuple_probability(const Doubles& q, const std::string& kind, int n, const Ints& drafts) {
+  const int V = static_cast<int>(q.shape(q.ndim() - 1));
+  const py::ssize_t M = drafts.shape(0);
+  py::array_t<double> out(M);
+  const DraftScheme scheme(parse_kind(kind), n, V, q.data());
+  const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(M * n));
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t m = 0; m < M; ++m) o[m] = scheme.tuple_probability(tuples.data() + m * n);
+  }
+  return out;
+}
+
+Ints sample_drafts(const Doubles& q, const std::string& kind, int n, const Seeds& seeds) {
+  const py::ssize_t B = q.shape(0), V = q.shape(2), stride = q.shape(1) * V;
+  const SchemeKind k = parse_kind(kind);
+  Ints out({B, static_cast<py::ssize_t>(n)});
+  std::int64_t* o = out.mutable_data();
+  const double* qq = q.data();
+  const std::uint64_t* s = seeds.data();
+  {
+    py::gil_scoped_release release;
+    std::vector<int> drafts(n);
+    for (py::ssize_t r = 0; r < B; ++r) {
+      const DraftScheme scheme(k, n, static_cast<int>(V), qq + r * stride);
+      Rng rng(s[r]);
+      scheme.sample(rng, drafts.data());
+      for (int j = 0; j < n; ++j) o[r * n + j] = drafts[j];
+    }
+  }
+  return out;
+}
+
+// One draw per row of a batch of laws (B, V): the verified token given that row's transport.
+Ints sample_rows(const Doubles& laws, const Seeds& seeds) {
+  const py::ssize_t B = laws.shape(0), V = laws.shape(1);
+  Ints out(B);
+  std::int64_t* o = out.mutable_data();
+  const double* l = laws.data();
+  const std::uint64_t* s = seeds.data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t r = 0; r < B; ++r) {
+      Rng rng(s[r]);
+      o[r] = sample_index(l + r * V, static_cast<int>(V), rng);
+    }
+  }
+  return out;
+}
+
+py::array_t<double> batched_sps_transport(const Doubles& p, const Doubles& q, const Ints& drafts) {
+  const Batch b = batch_of(p, q);
+  py::array_t<double> out({b.B, b.V});
+  const double *pp = p.data(), *qq = q.data();
+  const std::int64_t* d = drafts.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t r = 0; r < b.B; ++r)
+      multidraft::sps_transport(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V), static_cast<int>(d[r]), o + r * b.V);
+  }
+  return out;
+}
+
+// Verifier "otlp" on a batch: one exact plan per row, sliced at that row's drafts.
+py::array_t<double> otlp_transport(const Doubles& p, const Doubles& q, const std::string& kind, int n,
+                                   const std::string& method, const Ints& drafts) {
+  const Batch b = batch_of(p, q);
+  const SchemeKind k = parse_kind(kind);
+  if (method != "maxflow" && method != "maxflow_cs")
+    throw std::invalid_argument("internal: otlp_transport takes 'maxflow' or 'maxflow_cs'");
+  py::array_t<double> out({b.B, b.V});
+  const double *pp = p.data(), *qq = q.data();
+  const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const int V = static_cast<int>(b.V);
+    for (py::ssize_t r = 0; r < b.B; ++r) {
+      const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
+      if (method == "maxflow")
+        RelaxedPlan(pr, qr, V, k, n, NetworkKind::sets).transport(tuples.data() + r * n, o + r * b.V);
+      else
+        SlacknessPlan(pr, qr, V, k, n).transport(tuples.data() + r * n, o + r * b.V);
+    }
+  }
+  return out;
+}
+
+// Slices of a plan at M tuples (M, n) -> (M, V).
+template <class Plan>
+py::array_t<double> plan_transport(const Plan& plan, const Ints& drafts, int V) {
+  const py::ssize_t M = drafts.shape(0), n = drafts.shape(1);
+  py::array_t<double> out({M, static_cast<py::ssize_t>(V)});
+  const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(M * n));
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t m = 0; m < M; ++m) plan.transport(tuples.data() + m * n, o + m * V);
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "multidraft C++ core (seed 000 optimal transport, single-draft verifiers, draft schemes)";
+  m.attr("MAX_NETWORK_ARCS") = kMaxNetworkArcs;
+  m.def("acceptance_rate", &batched_acceptance_rate, py::arg("p"), py::arg("q"));
+  m.def("naive_acceptance", &batched_naive_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
+  m.def("optimal_subset", &batched_optimal_subset, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"));
+  m.def("tuple_probability", &tuple_probability, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("drafts"));
+  m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
+  m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
+  m.def("sps_transport", &batched_sps_transport, py::arg("p"), py::arg("q"), py::arg("drafts"));
+  m.def("otlp_transport", &otlp_transport, py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"),
+        py::arg("method"), py::arg("drafts"));
+
+  py::class_<RelaxedPlan>(m, "RelaxedPlan")
+      .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n, const std::string& network) {
+             const int V = static_cast<int>(p.shape(0));
+             py::gil_scoped_release release;
+             return new RelaxedPlan(p.data(), q.data(), V, parse_kind(kind), n, parse_network(network));
+           }),
+           py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("network"))
+      .def_property_readonly("alpha", &RelaxedPlan::alpha)
+      .def_property_readonly("network_nodes", &RelaxedPlan::network_nodes)
+      .def("transport", [](const RelaxedPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); });
+
+  py::class_<SlacknessPlan>(m, "SlacknessPlan")
+      .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n) {
+             const int V = static_cast<int>(p.shape(0));
+             py::gil_scoped_release release;
+             return new SlacknessPlan(p.data(), q.data(), V, parse_kind(kind), n);
+           }),
+           py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"))
+      .def_property_readonly("alpha", &SlacknessPlan::alpha)
+      .def_property_readonly("smallest_minimiser",
+                             [](const SlacknessPlan& plan) {
+                               const auto& h = plan.smallest_minimiser();
+                               py::array_t<bool> out(static_cast<py::ssize_t>(h.size()));
+                               for (std::size_t i = 0; i < h.size(); ++i) out.mutable_data()[i] = h[i] != 0;
+                               return out;
+                             })
+      .def("transport", [](const SlacknessPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); });
+}

@@ -1,0 +1,204 @@
+// Draft schemes: how the n draft tokens are drawn, with exact tuple and set probabilities.
+// seed 000 §1.1: p_draft(w) = prod_j q(w_j) (i.i.d.) or prod_j q_j(w_j) (independent models);
+// draws without replacement use the sequential law prod_j q(w_j) / (Q - sum_{l<j} q(w_l)).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "multidraft/rng.hpp"
+
+namespace multidraft {
+
+enum class SchemeKind { iid, without_replacement, independent };
+
+// Mass of the i.i.d. tuples in (B ∪ U)^n whose tokens outside B are exactly U, where B is a
+// disjoint block of draft mass base_mass (base_mass = 0: tuples whose set is exactly U).
+// Exponential generating function, seed 000 §2.7: n! [x^n] e^{base x} prod_{u in U} (e^{q_u x} - 1).
+// Every term is non-negative, so there is no cancellation (unlike the PIE form of Eq. 117).
+inline double egf_set_mass(double base_mass, const double* member_mass, int size, int n) {
+  if (size > n) return 0.0;
+  std::vector<double> inv_factorial(n + 1, 1.0);
+  for (int m = 1; m <= n; ++m) inv_factorial[m] = inv_factorial[m - 1] / m;
+  std::vector<double> coeff(n + 1), next(n + 1);
+  double power = 1.0;
+  for (int m = 0; m <= n; ++m, power *= base_mass) coeff[m] = power * inv_factorial[m];
+  for (int k = 0; k < size; ++k) {
+    const double q = member_mass[k];
+    for (int m = 0; m <= n; ++m) {
+      double acc = 0.0, q_power = 1.0;
+      for (int j = m - 1; j >= 0; --j) {  // factor (e^{qx} - 1): coefficients q^d / d!, d >= 1
+        q_power *= q;
+        acc += coeff[j] * q_power * inv_factorial[m - j];
+      }
+      next[m] = acc;
+    }
+    std::swap(coeff, next);
+  }
+  double n_factorial = 1.0;
+  for (int m = 2; m <= n; ++m) n_factorial *= m;
+  return coeff[n] * n_factorial;
+}
+
+// A view of a draft scheme over caller-owned probabilities:
+// q has V entries (iid, without_replacement) or n rows of V entries (independent, row-major).
+class DraftScheme {
+ public:
+  DraftScheme(SchemeKind kind, int n, int V, const double* q) : kind_(kind), n_(n), V_(V), q_(q) {
+    if (n < 1) throw std::invalid_argument("'n' must be >= 1");
+    const int rows = kind == SchemeKind::independent ? n : 1;
+    total_.assign(rows, 0.0);
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < V; ++i) total_[r] += q[r * static_cast<std::int64_t>(V) + i];
+    if (kind == SchemeKind::without_replacement && static_cast<int>(support().size()) < n)
+      throw std::invalid_argument("'n' = " + std::to_string(n) +
+                                  " draws without replacement need at least n tokens with q > 0");
+  }
+
+  SchemeKind kind() const { return kind_; }
+  int n() const { return n_; }
+  int vocabulary_size() const { return V_; }
+  // Probability row of draft j (the same row for every j unless the drafts are independent).
+  const double* row(int j) const {
+    return kind_ == SchemeKind::independent ? q_ + static_cast<std::int64_t>(j) * V_ : q_;
+  }
+
+  // Tokens that some draft can take, ascending.
+  std::vector<int> support() const {
+    std::vector<int> tokens;
+    const int rows = kind_ == SchemeKind::independent ? n_ : 1;
+    for (int i = 0; i < V_; ++i) {
+      bool positive = false;
+      for (int r = 0; r < rows && !positive; ++r) positive = row(r)[i] > 0.0;
+      if (positive) tokens.push_back(i);
+    }
+    return tokens;
+  }
+
+  double tuple_probability(const int* drafts) const {
+    double probability = 1.0, drawn = 0.0;
+    for (int j = 0; j < n_; ++j) {
+      const double mass = row(j)[drafts[j]];
+      if (kind_ == SchemeKind::without_replacement) {
+        for (int l = 0; l < j; ++l)
+          if (drafts[l] == drafts[j]) return 0.0;
+        const double remaining = total_[0] - drawn;
+        if (!(remaining > 0.0)) return 0.0;
+        probability *= mass / remaining;
+        drawn += mass;
+      } else {
+        probability *= mass;
+      }
+    }
+    return probability;
+  }
+
+  // Mass of the tuples whose set of distinct tokens is exactly U (sorted, distinct tokens).
+  double set_mass(const int* U, int size) const {
+    if (size < 1 || size > n_) return 0.0;
+    switch (kind_) {
+      case SchemeKind::iid: {
+        std::vector<double> mass(size);
+        for (int k = 0; k < size; ++k) mass[k] = q_[U[k]];
+        return egf_set_mass(0.0, mass.data(), size, n_);
+      }
+      case SchemeKind::without_replacement:
+        return size == n_ ? ordered_without_replacement_mass(U, size) : 0.0;
+      case SchemeKind::independent:
+        return covering_mass(U, size);
+    }
+    return 0.0;
+  }
+
+  void sample(Rng& rng, int* out) const {
+    if (kind_ != SchemeKind::without_replacement) {
+      for (int j = 0; j < n_; ++j) out[j] = sample_index(row(j), V_, rng);
+      return;
+    }
+    std::vector<double> remaining(q_, q_ + V_);
+    for (int j = 0; j < n_; ++j) {
+      out[j] = sample_index(remaining.data(), V_, rng);
+      remaining[out[j]] = 0.0;
+    }
+  }
+
+ private:
+  // P(the n draws without replacement are U in some order), by a DP over the subsets of U
+  // already drawn: f(A) = sum_{a in A} f(A \ a) q(a) / (Q - Q(A \ a)).
+  double ordered_without_replacement_mass(const int* U, int size) const {
+    if (size > 20) throw std::invalid_argument("'n' > 20 draws without replacement are not supported");
+    const std::uint32_t full = (1u << size) - 1;
+    std::vector<double> f(full + 1, 0.0), drawn_mass(full + 1, 0.0);
+    f[0] = 1.0;
+    for (std::uint32_t A = 1; A <= full; ++A) {
+      const int low = __builtin_ctz(A);
+      drawn_mass[A] = drawn_mass[A & (A - 1)] + q_[U[low]];
+      for (int k = 0; k < size; ++k) {
+        if (!(A >> k & 1u)) continue;
+        const std::uint32_t before = A & ~(1u << k);
+        const double remaining = total_[0] - drawn_mass[before];
+        if (f[before] > 0.0 && remaining > 0.0) f[A] += f[before] * q_[U[k]] / remaining;
+      }
+    }
+    return f[full];
+  }
+
+  // P(independent draws cover exactly U): DP over draft positions with the covered subset as state.
+  double covering_mass(const int* U, int size) const {
+    if (size > 20) throw std::invalid_argument("'n' > 20 independent drafts are not supported");
+    const std::uint32_t full = (1u << size) - 1;
+    std::vector<double> g(full + 1, 0.0), next(full + 1);
+    g[0] = 1.0;
+    for (int j = 0; j < n_; ++j) {
+      std::fill(next.begin(), next.end(), 0.0);
+      const double* qj = row(j);
+      for (std::uint32_t mask = 0; mask <= full; ++mask) {
+        if (g[mask] == 0.0) continue;
+        for (int k = 0; k < size; ++k) next[mask | (1u << k)] += g[mask] * qj[U[k]];
+      }
+      std::swap(g, next);
+    }
+    return g[full];
+  }
+
+  SchemeKind kind_;
+  int n_;
+  int V_;
+  const double* q_;
+  std::vector<double> total_;
+};
+
+// Calls visit(U, size) for every nonempty U ⊆ tokens with |U| <= max_size, members ascending.
+template <class Visit>
+void for_each_small_subset(const std::vector<int>& tokens, int max_size, Visit&& visit) {
+  std::vector<int> current;
+  current.reserve(max_size);
+  const int count = static_cast<int>(tokens.size());
+  // Depth-first: extend the current subset only with later tokens.
+  auto recurse = [&](auto&& self, int start) -> void {
+    for (int k = start; k < count; ++k) {
+      current.push_back(tokens[k]);
+      visit(current.data(), static_cast<int>(current.size()));
+      if (static_cast<int>(current.size()) < max_size) self(self, k + 1);
+      current.pop_back();
+    }
+  };
+  recurse(recurse, 0);
+}
+
+// Number of nonempty subsets of `count` tokens with at most max_size members, and their total
+// member count (arcs of the set-compressed network), in double so that huge counts cannot overflow.
+inline void count_small_subsets(std::int64_t count, int max_size, double& subsets, double& members) {
+  subsets = 0.0;
+  members = 0.0;
+  double binomial = 1.0;
+  for (int j = 1; j <= max_size && j <= count; ++j) {
+    binomial = binomial * static_cast<double>(count - j + 1) / j;
+    subsets += binomial;
+    members += binomial * j;
+  }
+}
+
+}  // namespace multidraft

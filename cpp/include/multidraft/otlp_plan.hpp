@@ -1,0 +1,204 @@
+// Exact optimal transport plans for the OTLP (seed 000 Eq. 1), from max-flows of the relaxed OTLP.
+//   RelaxedPlan:   one network for everything, completed by the residual formula Eq. (3).
+//   SlacknessPlan: the outer and inner networks of Theorem 5.1, each solved only when a draft
+//                  tuple of its kind is asked for, completed by Eq. (8).
+// Both return the normalised slice pi(. | w) = C_{., w} / p_draft(w); p_draft(w) cancels, because
+// per-tuple flows are proportional to p_draft(w) within a set node (spec §2.3).
+#pragma once
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "multidraft/draft_scheme.hpp"
+#include "multidraft/network_builders.hpp"
+#include "multidraft/polymatroid.hpp"
+#include "multidraft/relaxed_network.hpp"
+#include "multidraft/subset_selection.hpp"
+
+namespace multidraft {
+
+enum class NetworkKind { sets, tuples };
+
+// Normalised rejection law (p - rows)^+ / sum; empty when no residual mass is left (alpha = 1).
+inline std::vector<double> residual_law(const std::vector<double>& p, const std::vector<double>& rows) {
+  std::vector<double> law(p.size());
+  double total = 0.0;
+  for (std::size_t i = 0; i < p.size(); ++i) total += law[i] = std::max(p[i] - rows[i], 0.0);
+  if (!(total > 0.0)) return {};
+  for (double& x : law) x /= total;
+  return law;
+}
+
+// Slice of one right node r: its flows over its capacity, plus the column deficit sent to the
+// rejection law (Eq. 3 / Eq. 8). With no law the deficit is round-off (alpha = 1, or an outer
+// node, which Theorem 5.1 saturates), and the flows are renormalised instead.
+inline void assemble_slice(const RightNodes& nodes, const RelaxedFlow& flow, std::int64_t r,
+                           const std::vector<double>& law, double* out, int V) {
+  std::fill(out, out + V, 0.0);
+  const double capacity = nodes.capacity[r];
+  const double carried = std::min(flow.column_flow[r], capacity);
+  const bool renormalise = law.empty() || !(capacity > 0.0);
+  const double scale = renormalise ? (carried > 0.0 ? 1.0 / flow.column_flow[r] : 0.0) : 1.0 / capacity;
+  for (std::int64_t k = nodes.offsets[r]; k < nodes.offsets[r + 1]; ++k)
+    out[nodes.members[k]] += flow.member_flow[k] * scale;
+  if (!renormalise) {
+    const double deficit = (capacity - carried) / capacity;
+    for (int i = 0; i < V; ++i) out[i] += deficit * law[i];
+  } else if (!(carried > 0.0)) {
+    // A node whose mass fell below the flow tolerance: accept uniformly among its members.
+    const double share = 1.0 / static_cast<double>(nodes.offsets[r + 1] - nodes.offsets[r]);
+    for (std::int64_t k = nodes.offsets[r]; k < nodes.offsets[r + 1]; ++k) out[nodes.members[k]] += share;
+  }
+}
+
+// Owns copies of p and q, so a plan outlives the caller's arrays.
+class PlanInputs {
+ public:
+  PlanInputs(const double* p, const double* q, int V, SchemeKind kind, int n)
+      : p_(p, p + V), q_(q, q + static_cast<std::int64_t>(kind == SchemeKind::independent ? n : 1) * V),
+        scheme_(kind, n, V, q_.data()) {}
+  PlanInputs(const PlanInputs&) = delete;
+  PlanInputs& operator=(const PlanInputs&) = delete;
+
+  const std::vector<double>& p() const { return p_; }
+  const DraftScheme& scheme() const { return scheme_; }
+  int V() const { return scheme_.vocabulary_size(); }
+
+  // Refuses tuples the scheme cannot produce: their slice is undefined.
+  void check_drafts(const int* drafts) const {
+    if (!(scheme_.tuple_probability(drafts) > 0.0))
+      throw std::invalid_argument("'drafts' has probability zero under the draft scheme");
+  }
+
+ private:
+  std::vector<double> p_, q_;
+  DraftScheme scheme_;
+};
+
+inline std::int64_t find_node(const NodeIndex& index, const std::vector<int>& key) {
+  const auto it = index.find(key);
+  if (it == index.end()) throw std::invalid_argument("'drafts' has probability zero under the draft scheme");
+  return it->second;
+}
+
+class RelaxedPlan {
+ public:
+  RelaxedPlan(const double* p, const double* q, int V, SchemeKind kind, int n, NetworkKind network)
+      : inputs_(p, q, V, kind, n), network_(network) {
+    nodes_ = network == NetworkKind::sets ? set_nodes(inputs_.scheme(), index_) : tuple_nodes(inputs_.scheme(), index_);
+    flow_ = max_relaxed_flow(inputs_.p().data(), V, nodes_);
+    law_ = residual_law(inputs_.p(), flow_.row_flow);
+  }
+
+  double alpha() const { return std::clamp(flow_.value, 0.0, 1.0); }
+  // Right nodes of the solved network (benchmarks report the network size).
+  std::size_t network_nodes() const { return nodes_.size(); }
+
+  void transport(const int* drafts, double* out) const {
+    inputs_.check_drafts(drafts);
+    const int n = inputs_.scheme().n();
+    const std::vector<int> key = network_ == NetworkKind::sets ? distinct_tokens(drafts, n)
+                                                               : std::vector<int>(drafts, drafts + n);
+    assemble_slice(nodes_, flow_, find_node(index_, key), law_, out, inputs_.V());
+  }
+
+ private:
+  PlanInputs inputs_;
+  NetworkKind network_;
+  NodeIndex index_;
+  RightNodes nodes_;
+  RelaxedFlow flow_;
+  std::vector<double> law_;
+};
+
+class SlacknessPlan {
+ public:
+  SlacknessPlan(const double* p, const double* q, int V, SchemeKind kind, int n) : inputs_(p, q, V, kind, n) {
+    const DraftScheme& scheme = inputs_.scheme();
+    if (kind == SchemeKind::iid) {
+      int h = 0;
+      const std::vector<int> order = decreasing_ratio_order(p, q, V);
+      subset_ = iid_optimal_subset(p, q, V, n, order, &h);
+      // Theorem 6.2: outer rows are known in closed form, so the rejection law needs no flow.
+      outer_rows_ = outer_row_targets(p, q, V, n, order, h);
+      // Inner rows saturate at p on H* (Theorem 5.1), so the rejection law lives on V \ H*.
+      std::vector<double> rows = outer_rows_;
+      for (int i = 0; i < V; ++i)
+        if (subset_.in_H[i]) rows[i] = p[i];
+      law_ = residual_law(inputs_.p(), rows);
+      law_ready_ = true;
+    } else {
+      subset_ = optimal_subset(p, scheme);
+      outer_rows_.assign(V, 0.0);
+      for (int i = 0; i < V; ++i)
+        if (!subset_.in_H[i]) outer_rows_[i] = p[i];
+    }
+  }
+
+  double alpha() const { return subset_.alpha; }
+  const std::vector<char>& smallest_minimiser() const { return subset_.in_H; }
+
+  void transport(const int* drafts, double* out) const {
+    inputs_.check_drafts(drafts);
+    const std::vector<int> tokens = distinct_tokens(drafts, inputs_.scheme().n());
+    std::vector<int> outer_part;
+    for (int t : tokens)
+      if (!subset_.in_H[t]) outer_part.push_back(t);
+    if (!outer_part.empty()) {  // Eq. (8), w not in (H*)^n: only the outer network is needed
+      const Solved& outer = solve_outer();
+      assemble_slice(outer.nodes, outer.flow, find_node(outer.index, outer_part), {}, out, inputs_.V());
+      return;
+    }
+    const Solved& inner = solve_inner();
+    if (!law_ready_) {
+      // Without the closed form the rejection law comes from the outer network's rows.
+      const Solved& outer = solve_outer();
+      std::vector<double> rows = outer.flow.row_flow;
+      for (int i = 0; i < inputs_.V(); ++i) rows[i] += inner.flow.row_flow[i];
+      law_ = residual_law(inputs_.p(), rows);
+      law_ready_ = true;
+    }
+    assemble_slice(inner.nodes, inner.flow, find_node(inner.index, tokens), law_, out, inputs_.V());
+  }
+
+ private:
+  struct Solved {
+    RightNodes nodes;
+    NodeIndex index;
+    RelaxedFlow flow;
+  };
+
+  const Solved& solve_outer() const {
+    if (!outer_) {
+      SlacknessNodes built = slackness_nodes(inputs_.scheme(), subset_.in_H, true, false);
+      outer_.emplace(Solved{std::move(built.outer), std::move(built.outer_index), {}});
+      outer_->flow = max_relaxed_flow(outer_rows_.data(), inputs_.V(), outer_->nodes);
+    }
+    return *outer_;
+  }
+
+  const Solved& solve_inner() const {
+    if (!inner_) {
+      SlacknessNodes built = slackness_nodes(inputs_.scheme(), subset_.in_H, false, true);
+      std::vector<double> rows(inputs_.V(), 0.0);
+      for (int i = 0; i < inputs_.V(); ++i)
+        if (subset_.in_H[i]) rows[i] = inputs_.p()[i];
+      inner_.emplace(Solved{std::move(built.inner), std::move(built.inner_index), {}});
+      inner_->flow = max_relaxed_flow(rows.data(), inputs_.V(), inner_->nodes);
+    }
+    return *inner_;
+  }
+
+  PlanInputs inputs_;
+  SubsetSolution subset_;
+  std::vector<double> outer_rows_;
+  // Solved on first use; a plan is used by one thread at a time (the bindings hold it).
+  mutable std::optional<Solved> outer_, inner_;
+  mutable std::vector<double> law_;
+  mutable bool law_ready_ = false;
+};
+
+}  // namespace multidraft

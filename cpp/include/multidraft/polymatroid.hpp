@@ -1,0 +1,47 @@
+// Outer row targets p_i for i.i.d. drafts by the polymatroid greedy formula
+// (seed 000 Theorem 6.2 with Lemma 6.3; the cumulative-minimum pass of spec §2.5), O(V) after
+// the ratio sort. Feeding the outer network row capacities p_i makes every outer row saturate
+// exactly at p_i (Theorem 6.1), so the rejection residual p(i) - p_i is known before any flow.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace multidraft {
+
+// order: tokens with q > 0 by decreasing q/p; its first h tokens are H*. Returns p_i on V \ H*
+// (0 on H*). Tokens with q = 0 come first in increasing-ratio order, then the order reversed.
+inline std::vector<double> outer_row_targets(const double* p, const double* q, int V, int n,
+                                             const std::vector<int>& order, int h) {
+  std::vector<char> in_order(V, 0);
+  for (int t : order) in_order[t] = 1;
+  std::vector<int> outer;  // v_1 .. v_K by increasing q/p
+  for (int i = 0; i < V; ++i)
+    if (!in_order[i]) outer.push_back(i);
+  for (int m = static_cast<int>(order.size()) - 1; m >= h; --m) outer.push_back(order[m]);
+
+  double PH = 0.0, QH = 0.0;
+  for (int m = 0; m < h; ++m) {
+    PH += p[order[m]];
+    QH += q[order[m]];
+  }
+  const int K = static_cast<int>(outer.size());
+  // psi(H_j) for H_j = H* ∪ {v_j .. v_K}; j = K is H* itself (index K here, 0-based v).
+  std::vector<double> suffix_p(K + 1, 0.0), suffix_q(K + 1, 0.0), cumulative_min(K + 1);
+  for (int j = K - 1; j >= 0; --j) {
+    suffix_p[j] = suffix_p[j + 1] + p[outer[j]];
+    suffix_q[j] = suffix_q[j + 1] + q[outer[j]];
+  }
+  for (int j = 0; j <= K; ++j) {
+    const double psi_Hj = PH + suffix_p[j] - std::pow(QH + suffix_q[j], n);
+    cumulative_min[j] = j == 0 ? psi_Hj : std::min(cumulative_min[j - 1], psi_Hj);
+  }
+  std::vector<double> targets(V, 0.0);
+  for (int i = 0; i < K; ++i) {  // p_{v_i} = p(v_i) + m_{i+1} - m_i, clamped against round-off
+    const int v = outer[i];
+    targets[v] = std::clamp(p[v] + cumulative_min[i + 1] - cumulative_min[i], 0.0, p[v]);
+  }
+  return targets;
+}
+
+}  // namespace multidraft

@@ -1,0 +1,152 @@
+// The relaxed OTLP as a bipartite max-flow (seed 000 Section 5.2, Lemma F.1):
+//   s -> i (capacity: row target of token i),  i -> r (unbounded) for every token i of right node r,
+//   r -> t (capacity: draft mass of r).
+// A right node is a draft tuple (the paper's network) or, exactly equivalently, a set of tuples
+// with the same distinct tokens ("set compression", spec §2.3), which shrinks V^n nodes to
+// sum_{j<=n} C(k, j). Solved by LEMON's Preflow on doubles with an explicit tolerance.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <lemon/preflow.h>
+#include <lemon/smart_graph.h>
+#include <lemon/tolerance.h>
+
+namespace multidraft {
+
+// Largest network the core will build (arcs of all kinds); about 1.5 GB of LEMON graph at most.
+constexpr double kMaxNetworkArcs = 2.0e7;
+
+// Capacities below this are treated as zero by Preflow. Draft masses of single tuples can be far
+// below LEMON's default 1e-10 (spec §2.3); dropping masses of 1e-18 costs at most 1e-18 per node.
+constexpr double kFlowTolerance = 1e-18;
+
+// Right nodes in CSR form: node r holds the distinct tokens members[offsets[r] .. offsets[r+1]).
+struct RightNodes {
+  std::vector<std::int64_t> offsets{0};
+  std::vector<int> members;
+  std::vector<double> capacity;
+
+  std::size_t size() const { return capacity.size(); }
+  void add(const int* tokens, int count, double mass) {
+    members.insert(members.end(), tokens, tokens + count);
+    offsets.push_back(static_cast<std::int64_t>(members.size()));
+    capacity.push_back(mass);
+  }
+};
+
+inline void check_network_size(double left, double right, double member_arcs, const char* what) {
+  const double arcs = left + right + member_arcs;
+  if (arcs > kMaxNetworkArcs)
+    throw std::invalid_argument(std::string(what) + " would need about " + std::to_string(arcs) +
+                                " arcs, more than the limit of " + std::to_string(kMaxNetworkArcs) +
+                                " (multidraft.MAX_NETWORK_ARCS); reduce the draft support (top-k) or n");
+}
+
+struct RelaxedFlow {
+  double value = 0.0;
+  std::vector<double> member_flow;  // aligned with RightNodes::members: flow token -> node
+  std::vector<double> row_flow;     // per token, length V
+  std::vector<double> column_flow;  // per right node
+  std::vector<char> reaches_sink;   // per token: can reach t in the residual graph
+};
+
+// Max flow with row capacities `row_capacity` (length V). `reaches_sink` marks the tokens on the
+// sink side of the minimum cut with the largest source side; for row capacities p these are the
+// smallest minimiser H* of psi (seed 000 Eq. 35-36: y_i = 1 on the sink side).
+inline RelaxedFlow max_relaxed_flow(const double* row_capacity, int V, const RightNodes& right) {
+  using Graph = lemon::SmartDigraph;
+  Graph graph;
+  const std::size_t R = right.size();
+  graph.reserveNode(V + static_cast<int>(R) + 2);
+  graph.reserveArc(static_cast<int>(V + R + right.members.size()));
+  const Graph::Node source = graph.addNode(), sink = graph.addNode();
+  std::vector<Graph::Node> token_node(V), set_node(R);
+  for (int i = 0; i < V; ++i) token_node[i] = graph.addNode();
+  for (std::size_t r = 0; r < R; ++r) set_node[r] = graph.addNode();
+
+  Graph::ArcMap<double> capacity(graph);
+  std::vector<Graph::Arc> row_arc(V), column_arc(R), member_arc(right.members.size());
+  for (int i = 0; i < V; ++i) {
+    row_arc[i] = graph.addArc(source, token_node[i]);
+    capacity[row_arc[i]] = row_capacity[i];
+  }
+  const double unbounded = 2.0;  // total flow <= 1, so any capacity >= 1 is infinite (spec §2.3)
+  for (std::size_t r = 0; r < R; ++r) {
+    column_arc[r] = graph.addArc(set_node[r], sink);
+    capacity[column_arc[r]] = right.capacity[r];
+    for (std::int64_t k = right.offsets[r]; k < right.offsets[r + 1]; ++k) {
+      member_arc[k] = graph.addArc(token_node[right.members[k]], set_node[r]);
+      capacity[member_arc[k]] = unbounded;
+    }
+  }
+
+  lemon::Preflow<Graph, Graph::ArcMap<double>> preflow(graph, capacity, source, sink);
+  preflow.tolerance(lemon::Tolerance<double>(kFlowTolerance));
+  preflow.run();
+
+  RelaxedFlow result;
+  result.value = preflow.flowValue();
+  result.member_flow.resize(right.members.size());
+  result.row_flow.assign(V, 0.0);
+  result.column_flow.assign(R, 0.0);
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::int64_t k = right.offsets[r]; k < right.offsets[r + 1]; ++k) {
+      const double f = std::max(0.0, preflow.flow(member_arc[k]));
+      result.member_flow[k] = f;
+      result.row_flow[right.members[k]] += f;
+      result.column_flow[r] += f;
+    }
+
+  // Reverse breadth-first search from t over residual arcs (own search: the orientation of the
+  // library's cut map is not relied on, spec §2.2). A residual arc x -> y exists when the arc
+  // x -> y has spare capacity or the arc y -> x carries flow.
+  auto spare = [&](Graph::Arc a) { return capacity[a] - preflow.flow(a) > kFlowTolerance; };
+  auto carries = [&](Graph::Arc a) { return preflow.flow(a) > kFlowTolerance; };
+  std::vector<char> set_reaches(R, 0);
+  result.reaches_sink.assign(V, 0);
+  std::deque<std::pair<bool, std::int64_t>> queue;  // (is token, index)
+  for (std::size_t r = 0; r < R; ++r)
+    if (spare(column_arc[r])) {
+      set_reaches[r] = 1;
+      queue.emplace_back(false, r);
+    }
+  // Token -> set adjacency for the backward direction (set r reaches t, flow on i -> r lets r
+  // push back to i, so i reaches t only through spare i -> r, which is unbounded: any member).
+  std::vector<std::vector<std::int64_t>> sets_of_token(V);
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::int64_t k = right.offsets[r]; k < right.offsets[r + 1]; ++k)
+      sets_of_token[right.members[k]].push_back(k);
+  std::vector<std::int64_t> set_of_member(right.members.size());
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::int64_t k = right.offsets[r]; k < right.offsets[r + 1]; ++k) set_of_member[k] = r;
+  while (!queue.empty()) {
+    const auto [is_token, index] = queue.front();
+    queue.pop_front();
+    if (!is_token) {
+      // Every member i of r has an unbounded arc i -> r with spare capacity: i reaches t.
+      for (std::int64_t k = right.offsets[index]; k < right.offsets[index + 1]; ++k) {
+        const int i = right.members[k];
+        if (!result.reaches_sink[i]) {
+          result.reaches_sink[i] = 1;
+          queue.emplace_back(true, i);
+        }
+      }
+    } else {
+      // r -> i is residual when i -> r carries flow: then r reaches t through i.
+      for (std::int64_t k : sets_of_token[index]) {
+        const std::int64_t r = set_of_member[k];
+        if (!set_reaches[r] && carries(member_arc[k])) {
+          set_reaches[r] = 1;
+          queue.emplace_back(false, r);
+        }
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace multidraft

@@ -1,0 +1,58 @@
+// The core's own random generator: xoshiro256** seeded through SplitMix64.
+// Python hands the core one 64-bit seed per row, so a batched call equals the loop over rows.
+#pragma once
+#include <cstdint>
+
+namespace multidraft {
+
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) {
+    // SplitMix64 expands one seed into the four words of state (never all zero).
+    for (auto& word : state_) {
+      seed += 0x9E3779B97F4A7C15ULL;
+      std::uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+      word = z ^ (z >> 31);
+    }
+  }
+
+  std::uint64_t next() {
+    const std::uint64_t result = rotl(state_[1] * 5, 7) * 9;
+    const std::uint64_t t = state_[1] << 17;
+    state_[2] ^= state_[0];
+    state_[3] ^= state_[1];
+    state_[1] ^= state_[2];
+    state_[0] ^= state_[3];
+    state_[2] ^= t;
+    state_[3] = rotl(state_[3], 45);
+    return result;
+  }
+
+  // Uniform double in [0, 1) with 53 random bits.
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+ private:
+  static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  std::uint64_t state_[4];
+};
+
+// Inverse-CDF draw of an index from non-negative weights (they need not sum to 1).
+// Round-off past the last cumulative value returns the last index with positive weight.
+inline int sample_index(const double* weights, int size, Rng& rng) {
+  double total = 0.0;
+  for (int i = 0; i < size; ++i) total += weights[i];
+  const double u = rng.uniform() * total;
+  double cumulative = 0.0;
+  int last_positive = -1;
+  for (int i = 0; i < size; ++i) {
+    if (weights[i] <= 0.0) continue;
+    cumulative += weights[i];
+    last_positive = i;
+    if (u < cumulative) return i;
+  }
+  return last_positive;
+}
+
+}  // namespace multidraft

@@ -1,0 +1,45 @@
+// Single-draft verifiers (seed 002, restated in seed 000 notation: p = target, q = draft).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace multidraft {
+
+// Optimal single-draft acceptance beta = sum_i min(p(i), q(i)) (seed 002, closed form).
+inline double sps_acceptance(const double* p, const double* q, int V) {
+  double beta = 0.0;
+  for (int i = 0; i < V; ++i) beta += std::min(p[i], q[i]);
+  return beta;
+}
+
+// Output law of speculative sampling given the draft y (Leviathan et al., Chen et al.):
+// accept y with probability min(1, p(y)/q(y)), else draw from (p - q)^+ / sum (p - q)^+.
+// Requires q(y) > 0. The residual mass is summed directly (not taken as 1 - beta) and guarded:
+// when it vanishes the acceptance probability is 1 up to round-off and the rejection branch
+// falls back to p itself, which keeps the law a distribution.
+inline void sps_transport(const double* p, const double* q, int V, int draft, double* out) {
+  const double accept = std::min(1.0, p[draft] / q[draft]);
+  double residual_mass = 0.0;
+  for (int i = 0; i < V; ++i) residual_mass += std::max(p[i] - q[i], 0.0);
+  const bool has_residual = residual_mass > 0.0;
+  double p_mass = 0.0;
+  if (!has_residual)
+    for (int i = 0; i < V; ++i) p_mass += p[i];
+  const double scale = (1.0 - accept) / (has_residual ? residual_mass : p_mass);
+  for (int i = 0; i < V; ++i) out[i] = scale * (has_residual ? std::max(p[i] - q[i], 0.0) : p[i]);
+  out[draft] += accept;
+}
+
+// Naive rejection (seed 002): draw Z ~ p independently of the drafts and accept iff Z is one of
+// them. Its output law is p whatever the drafts; with n i.i.d. drafts from q its acceptance is
+// sum_i p(i) (1 - (1 - q(i))^n) (seed 000 spec §3: a lower bound on alpha*).
+inline void naive_transport(const double* p, int V, double* out) { std::copy(p, p + V, out); }
+
+inline double naive_acceptance(const double* p, const double* q, int V, int n) {
+  double acceptance = 0.0;
+  for (int i = 0; i < V; ++i) acceptance += p[i] * -std::expm1(n * std::log1p(-std::min(q[i], 1.0)));
+  return acceptance;
+}
+
+}  // namespace multidraft

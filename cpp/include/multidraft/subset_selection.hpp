@@ -1,0 +1,177 @@
+// Subset selection (seed 000 Theorem 3.1, Eq. 4): alpha* = 1 + min_H psi(H),
+// psi(H) = P(H) - p_draft(H^n). Returns the smallest minimiser H*.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <vector>
+
+#include <lemon/preflow.h>
+#include <lemon/smart_graph.h>
+#include <lemon/tolerance.h>
+
+#include "multidraft/compensated_sum.hpp"
+#include "multidraft/draft_scheme.hpp"
+#include "multidraft/network_builders.hpp"
+#include "multidraft/relaxed_network.hpp"
+
+namespace multidraft {
+
+struct SubsetSolution {
+  double alpha = 1.0;
+  std::vector<char> in_H;  // length V
+};
+
+// Tokens with q > 0 sorted by decreasing q/p (p = 0 counts as +inf), ties by token id.
+// Compared by cross-multiplication, so zeros and infinite ratios need no special case.
+inline std::vector<int> decreasing_ratio_order(const double* p, const double* q, int V) {
+  std::vector<int> order;
+  for (int i = 0; i < V; ++i)
+    if (q[i] > 0.0) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return q[a] * p[b] > q[b] * p[a]; });
+  return order;
+}
+
+// i.i.d. drafts (spec §2.1): some minimiser is a prefix of the decreasing-q/p order; the
+// shortest prefix attaining the minimum (ties within 1e-15 resolved toward it) is H*.
+// For n >= 2 minimisers never split a group of equal ratios, so the tie order is irrelevant.
+// Returns the prefix length h through `prefix_length` when asked (the polymatroid pass needs it).
+inline SubsetSolution iid_optimal_subset(const double* p, const double* q, int V, int n,
+                                         const std::vector<int>& order, int* prefix_length = nullptr) {
+  CompensatedSum P, Q;
+  double best = 0.0;
+  int best_length = 0;
+  for (std::size_t m = 0; m < order.size(); ++m) {
+    P.add(p[order[m]]);
+    Q.add(q[order[m]]);
+    const double psi = P.value() - std::pow(Q.value(), n);
+    if (psi < best - 1e-15) {
+      best = psi;
+      best_length = static_cast<int>(m) + 1;
+    }
+  }
+  if (-best < 1e-13) {  // snap: H* = empty set and alpha* = 1, error at most 1e-13 (spec §2.1)
+    best = 0.0;
+    best_length = 0;
+  }
+  SubsetSolution solution;
+  solution.alpha = std::clamp(1.0 + best, 0.0, 1.0);
+  solution.in_H.assign(V, 0);
+  for (int m = 0; m < best_length; ++m) solution.in_H[order[m]] = 1;
+  if (prefix_length) *prefix_length = best_length;
+  return solution;
+}
+
+// psi(H) evaluated exactly for a draft scheme: P(H) minus the draft mass of H^n.
+inline double psi(const double* p, const DraftScheme& scheme, const std::vector<char>& in_H) {
+  std::vector<int> H;
+  double P = 0.0;
+  for (int i = 0; i < scheme.vocabulary_size(); ++i)
+    if (in_H[i]) {
+      H.push_back(i);
+      P += p[i];
+    }
+  if (scheme.kind() == SchemeKind::independent) {
+    double mass = 1.0;
+    for (int j = 0; j < scheme.n(); ++j) {
+      double Qj = 0.0;
+      for (int i : H) Qj += scheme.row(j)[i];
+      mass *= Qj;
+    }
+    return P - mass;
+  }
+  double mass = 0.0;
+  for_each_small_subset(H, scheme.n(), [&](const int* U, int size) { mass += scheme.set_mass(U, size); });
+  return P - mass;
+}
+
+// Two independent drafts of different models (seed 000 Appendix D, with the sign of Eq. 34
+// corrected to minus, spec §8.1): psi(H) = P(H) - Q1(H) Q2(H) as an s-t cut. Token i on the
+// source side <=> i in H. Pair arcs i <-> j carry w_ij / 2 each, w_ij = q1(i) q2(j) + q1(j) q2(i);
+// unary a_i = p(i) - q1(i) q2(i) - sum_{j != i} w_ij / 2 becomes i -> t (a_i > 0) or s -> i.
+// cut(H) = psi(H) - sum_i min(a_i, 0); H* = the tokens reachable from s in the residual graph.
+inline SubsetSolution pairwise_optimal_subset(const double* p, const DraftScheme& scheme) {
+  const int V = scheme.vocabulary_size();
+  const double *q1 = scheme.row(0), *q2 = scheme.row(1);
+  const std::vector<int> tokens = scheme.support();
+  const int m = static_cast<int>(tokens.size());
+  check_network_size(m, 0.0, static_cast<double>(m) * (m - 1), "the pairwise min-cut network (Appendix D)");
+
+  using Graph = lemon::SmartDigraph;
+  Graph graph;
+  graph.reserveNode(m + 2);
+  graph.reserveArc(m * (m - 1) + m);
+  const Graph::Node source = graph.addNode(), sink = graph.addNode();
+  std::vector<Graph::Node> node(m);
+  for (int a = 0; a < m; ++a) node[a] = graph.addNode();
+  Graph::ArcMap<double> capacity(graph);
+  double Q1 = 0.0, Q2 = 0.0;
+  for (int t : tokens) {
+    Q1 += q1[t];
+    Q2 += q2[t];
+  }
+  for (int a = 0; a < m; ++a) {
+    const int i = tokens[a];
+    for (int b = a + 1; b < m; ++b) {
+      const int j = tokens[b];
+      const double half = 0.5 * (q1[i] * q2[j] + q1[j] * q2[i]);
+      if (half <= 0.0) continue;
+      capacity[graph.addArc(node[a], node[b])] = half;
+      capacity[graph.addArc(node[b], node[a])] = half;
+    }
+    // sum_{j != i} w_ij / 2 = (q1(i) (Q2 - q2(i)) + q2(i) (Q1 - q1(i))) / 2
+    const double unary = p[i] - q1[i] * q2[i] - 0.5 * (q1[i] * (Q2 - q2[i]) + q2[i] * (Q1 - q1[i]));
+    if (unary > 0.0) capacity[graph.addArc(node[a], sink)] = unary;
+    if (unary < 0.0) capacity[graph.addArc(source, node[a])] = -unary;
+  }
+  lemon::Preflow<Graph, Graph::ArcMap<double>> preflow(graph, capacity, source, sink);
+  preflow.tolerance(lemon::Tolerance<double>(kFlowTolerance));
+  preflow.run();
+
+  std::vector<char> reached(graph.nodeNum(), 0);
+  std::deque<Graph::Node> queue{source};
+  reached[graph.id(source)] = 1;
+  while (!queue.empty()) {
+    const Graph::Node x = queue.front();
+    queue.pop_front();
+    auto visit = [&](Graph::Node y) {
+      if (!reached[graph.id(y)]) {
+        reached[graph.id(y)] = 1;
+        queue.push_back(y);
+      }
+    };
+    for (Graph::OutArcIt a(graph, x); a != lemon::INVALID; ++a)
+      if (capacity[a] - preflow.flow(a) > kFlowTolerance) visit(graph.target(a));
+    for (Graph::InArcIt a(graph, x); a != lemon::INVALID; ++a)
+      if (preflow.flow(a) > kFlowTolerance) visit(graph.source(a));
+  }
+  SubsetSolution solution;
+  solution.in_H.assign(V, 0);
+  for (int a = 0; a < m; ++a) solution.in_H[tokens[a]] = reached[graph.id(node[a])];
+  solution.alpha = std::clamp(1.0 + psi(p, scheme, solution.in_H), 0.0, 1.0);
+  return solution;
+}
+
+// Any scheme: the minimum cut of the set-compressed relaxed network (seed 000 Eq. 35-36).
+inline SubsetSolution network_optimal_subset(const double* p, const DraftScheme& scheme) {
+  NodeIndex index;
+  const RightNodes nodes = set_nodes(scheme, index);
+  const RelaxedFlow flow = max_relaxed_flow(p, scheme.vocabulary_size(), nodes);
+  SubsetSolution solution;
+  solution.in_H = flow.reaches_sink;
+  solution.alpha = std::clamp(flow.value, 0.0, 1.0);
+  return solution;
+}
+
+inline SubsetSolution optimal_subset(const double* p, const DraftScheme& scheme) {
+  const int V = scheme.vocabulary_size();
+  if (scheme.kind() == SchemeKind::iid) {
+    const double* q = scheme.row(0);
+    return iid_optimal_subset(p, q, V, scheme.n(), decreasing_ratio_order(p, q, V));
+  }
+  if (scheme.kind() == SchemeKind::independent && scheme.n() == 2) return pairwise_optimal_subset(p, scheme);
+  return network_optimal_subset(p, scheme);
+}
+
+}  // namespace multidraft

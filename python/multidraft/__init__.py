@@ -1,0 +1,37 @@
+"""multidraft: lossless single- and multi-draft speculative sampling with a C++ core.
+
+Notation: ``p`` is the target distribution, ``q`` the draft distribution (seed 000's convention).
+See ``multidraft.verifier`` for the verifier interface and ``multidraft.solve_otlp`` for exact
+optimal-transport plans.
+"""
+from ._validation import row_seeds
+from .otlp import (
+    MAX_LP_VARIABLES,
+    MAX_NETWORK_ARCS,
+    OTLPPlan,
+    acceptance_rate,
+    optimal_acceptance,
+    optimal_subset,
+    solve_otlp,
+)
+from .schemes import SCHEME_KINDS, DraftScheme, draft_scheme
+from .verifiers import Verifier, verifier, verifier_names
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MAX_LP_VARIABLES",
+    "MAX_NETWORK_ARCS",
+    "SCHEME_KINDS",
+    "DraftScheme",
+    "OTLPPlan",
+    "Verifier",
+    "acceptance_rate",
+    "draft_scheme",
+    "optimal_acceptance",
+    "optimal_subset",
+    "row_seeds",
+    "solve_otlp",
+    "verifier",
+    "verifier_names",
+]

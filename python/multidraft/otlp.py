@@ -1,0 +1,216 @@
+"""Optimal acceptance (subset selection) and exact OTLP plans (seed 000, Sections 3 and 5).
+
+Notation: ``p`` is the target distribution, ``q`` the draft distribution.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import numpy as np
+
+from . import _core
+from . import _validation as check
+from .schemes import DraftScheme, batched_inputs
+
+#: Largest network (arcs) the max-flow solvers build; larger requests raise ValueError.
+MAX_NETWORK_ARCS = int(_core.MAX_NETWORK_ARCS)
+#: Largest OTLP the ``"lp"`` method hands to SciPy HiGHS (variables).
+MAX_LP_VARIABLES = 2_000_000
+
+OTLP_METHODS = ("maxflow", "maxflow_cs", "lp")
+
+
+def _kind(p, q, scheme: Optional[str]) -> str:
+    """The scheme named by the caller, else "independent" when q has one row per draft model."""
+    if scheme is not None:
+        return scheme
+    return "independent" if np.ndim(q) == np.ndim(p) + 1 else "iid"
+
+
+def _unbatch(values: np.ndarray, batched: bool):
+    return values if batched else values[0]
+
+
+def acceptance_rate(p, q) -> Union[float, np.ndarray]:
+    """Single-draft optimal acceptance ``sum_i min(p_i, q_i)``.
+
+    ``p``, ``q``: (V,) or (B, V). Returns a float, or (B,) for a batch.
+    """
+    p2, q3, _, batched = batched_inputs(p, q, 1, "iid")
+    out = _core.acceptance_rate(p2, q3)
+    return out if batched else float(out[0])
+
+
+def optimal_subset(p, q, n: Optional[int] = None, *, scheme: Optional[str] = None) -> Tuple:
+    """``(alpha*, H*)``: optimal acceptance ``1 + min_H psi(H)`` and the smallest minimiser (seed 000 Eq. 4).
+
+    ``psi(H) = P(H) - p_draft(H^n)``. i.i.d. drafts (``q`` (V,), ``n``): O(V log V) prefix scan of
+    the tokens by decreasing q/p. Independent drafts of n models (``q`` of shape (n, V)): the
+    min cut of Appendix D for n = 2, of the set-compressed relaxed-OTLP network for n >= 3.
+    ``scheme="without_replacement"``: the min cut of the relaxed-OTLP network.
+    Batched: ``p`` (B, V) with ``q`` (B, V) or (B, n, V). ``H*`` is a bool mask (V,) or (B, V).
+    Raises ValueError when a network would exceed ``MAX_NETWORK_ARCS``.
+    """
+    p2, q3, n, batched = batched_inputs(p, q, n, _kind(p, q, scheme))
+    alpha, in_H = _core.optimal_subset(p2, q3, n, _kind(p, q, scheme))
+    return (alpha if batched else float(alpha[0])), _unbatch(in_H, batched)
+
+
+def optimal_acceptance(p, q, n: Optional[int] = None, *, scheme: Optional[str] = None):
+    """Optimal multi-draft acceptance alpha* (see :func:`optimal_subset`); float or (B,)."""
+    return optimal_subset(p, q, n, scheme=scheme)[0]
+
+
+class OTLPPlan:
+    """An exact optimal transport plan for one (target, draft scheme) pair.
+
+    Attributes: ``alpha`` (its acceptance, = alpha*), ``method``, ``scheme`` (a DraftScheme).
+    ``transport(drafts)``: the output law pi(. | drafts), (V,) for drafts (n,), (M, V) for (M, n).
+    ``sample(drafts, rng)``: one verified token drawn from that law.
+    """
+
+    def __init__(self, p: np.ndarray, scheme: DraftScheme, method: str, alpha: float):
+        self.p = p
+        self.scheme = scheme
+        self.method = method
+        self.alpha = float(alpha)
+
+    def __repr__(self) -> str:
+        return f"OTLPPlan(method={self.method!r}, scheme={self.scheme!r}, alpha={self.alpha:.12g})"
+
+    def _slices(self, drafts: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def transport(self, drafts) -> np.ndarray:
+        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n)
+        laws = self._slices(drafts.reshape(-1, self.scheme.n))
+        return laws if drafts.ndim == 2 else laws[0]
+
+    def sample(self, drafts, rng: check.RngLike = None) -> int:
+        law = self.transport(check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)))
+        return int(_core.sample_rows(law.reshape(1, -1), check.row_seeds(rng, 1))[0])
+
+
+class _CorePlan(OTLPPlan):
+    """A plan held by the C++ core (max-flow methods)."""
+
+    def __init__(self, p, scheme, method, core_plan):
+        super().__init__(p, scheme, method, core_plan.alpha)
+        self._core = core_plan
+
+    def _slices(self, drafts):
+        return self._core.transport(drafts, self.scheme.V)
+
+
+class _LinearProgramPlan(OTLPPlan):
+    """The paper's "General LP" baseline: seed 000 Eq. (1) over tuples, solved by SciPy HiGHS.
+
+    Outputs outside the draft support never count as accepted and enter the LP symmetrically, so
+    they are merged into one output and split back in proportion to p (exact). The HiGHS
+    solution's accepted part is clipped to the marginals and completed by the residual formula
+    Eq. (3), so the plan is exactly lossless whatever the solver's round-off.
+    """
+
+    def __init__(self, p, scheme):
+        tuples, masses = scheme.enumerate()
+        support = scheme.support()
+        outputs = support[p[support] > 0]
+        rest = np.setdiff1d(np.flatnonzero(p > 0), outputs)
+        rows = len(outputs) + (1 if len(rest) else 0)
+        M = len(tuples)
+        if rows * M > MAX_LP_VARIABLES:
+            raise ValueError(
+                f"the OTLP would have {rows * M} variables, more than MAX_LP_VARIABLES = {MAX_LP_VARIABLES}"
+            )
+        C = self._solve(p, outputs, rest, tuples, masses)
+        accepted_part = np.zeros((M, scheme.V))
+        accepted_part[:, outputs] = C[: len(outputs)].T
+        in_tuple = np.zeros((M, scheme.V), dtype=bool)
+        np.put_along_axis(in_tuple, tuples, True, axis=1)
+        S = np.clip(np.where(in_tuple, accepted_part, 0.0), 0.0, None)
+        S *= np.minimum(1.0, p / np.maximum(S.sum(axis=0), 1e-300))[None, :]
+        S *= np.minimum(1.0, masses / np.maximum(S.sum(axis=1), 1e-300))[:, None]
+        residual = np.clip(p - S.sum(axis=0), 0.0, None)
+        column_deficit = np.clip(masses - S.sum(axis=1), 0.0, None)
+        law = residual / residual.sum() if residual.sum() > 0 else np.zeros_like(residual)
+        laws = (S + column_deficit[:, None] * law[None, :]) / masses[:, None]
+        laws /= laws.sum(axis=1, keepdims=True)
+        super().__init__(p, scheme, "lp", S.sum())
+        self._rows = {tuple(t): m for m, t in enumerate(tuples.tolist())}
+        self._laws = laws
+
+    @staticmethod
+    def _solve(p, outputs, rest, tuples, masses):
+        try:
+            from scipy.optimize import linprog
+            from scipy.sparse import coo_matrix
+        except ImportError as error:  # pragma: no cover - scipy is an optional extra
+            raise ImportError("method='lp' needs SciPy: pip install 'multidraft[lp]'") from error
+        K, M = len(outputs) + (1 if len(rest) else 0), len(tuples)
+        position = np.full(int(p.shape[0]), -1)
+        position[outputs] = np.arange(len(outputs))
+        variable = np.arange(K * M).reshape(K, M)  # C[i, w] is variable i * M + w
+        accept = np.zeros((K, M))
+        for j in range(tuples.shape[1]):
+            hit = position[tuples[:, j]]
+            accept[hit[hit >= 0], np.flatnonzero(hit >= 0)] = 1.0
+        row_targets = np.concatenate([p[outputs], [p[rest].sum()]])[:K]
+        # Output marginals (K rows) and tuple marginals (M rows, the last dropped as redundant).
+        ones = np.ones(K * M)
+        A_rows = np.concatenate([np.repeat(np.arange(K), M), K + np.tile(np.arange(M), K)])
+        A_cols = np.concatenate([variable.ravel(), variable.ravel()])
+        A = coo_matrix((np.concatenate([ones, ones]), (A_rows, A_cols)), shape=(K + M, K * M)).tocsr()[:-1]
+        b = np.concatenate([row_targets, masses])[:-1]
+        result = linprog(
+            -accept.ravel(), A_eq=A, b_eq=b, bounds=(0, None), method="highs",
+            options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
+        )
+        if result.status != 0:
+            raise RuntimeError(f"HiGHS failed on the OTLP: {result.message}")
+        return result.x.reshape(K, M)
+
+    def _slices(self, drafts):
+        out = np.empty((len(drafts), self.scheme.V))
+        for m, tup in enumerate(drafts.tolist()):
+            row = self._rows.get(tuple(tup))
+            if row is None:
+                raise ValueError("'drafts' has probability zero under the draft scheme")
+            out[m] = self._laws[row]
+        return out
+
+
+def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow", scheme: Optional[str] = None,
+               network: str = "sets") -> OTLPPlan:
+    """Exact OTLP plan (seed 000 Eq. 1) for target ``p`` (V,) and a draft scheme.
+
+    ``q`` (V,) with ``n`` for ``scheme="iid"`` (default) or ``"without_replacement"``; ``q`` (n, V)
+    for independent drafts of n models. Methods:
+
+    - ``"maxflow"``: the relaxed OTLP as a max-flow (Section 5.2; LEMON Preflow), completed by
+      Eq. (3). ``network="sets"`` merges tuples with equal token sets (exact, far smaller);
+      ``network="tuples"`` is the paper's V**n network.
+    - ``"maxflow_cs"``: the complementary-slackness outer and inner networks of Theorem 5.1,
+      each solved when a tuple of its kind is first asked for, completed by Eq. (8).
+    - ``"lp"``: the full OTLP by SciPy HiGHS (the paper's baseline).
+
+    Raises ValueError for requests beyond ``MAX_NETWORK_ARCS`` / ``MAX_LP_VARIABLES``.
+    """
+    kind = _kind(p, q, scheme)
+    if method not in OTLP_METHODS:
+        raise ValueError(f"'method' must be one of {OTLP_METHODS}, got {method!r}")
+    if network not in ("sets", "tuples"):
+        raise ValueError(f"'network' must be 'sets' or 'tuples', got {network!r}")
+    if network != "sets" and method != "maxflow":
+        raise ValueError("'network' applies to method='maxflow' only")
+    p2, _, n, batched = batched_inputs(p, q, n, kind)
+    if batched:
+        raise ValueError("'p' must be 1-D for solve_otlp: a plan serves one (target, draft) pair")
+    p1 = p2[0]
+    draft = DraftScheme(q, n, kind)
+    if method == "lp":
+        return _LinearProgramPlan(p1, draft)
+    if method == "maxflow":
+        core = _core.RelaxedPlan(p1, draft.q, kind, n, network)
+    else:
+        core = _core.SlacknessPlan(p1, draft.q, kind, n)
+    return _CorePlan(p1, draft, method, core)

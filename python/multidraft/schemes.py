@@ -1,0 +1,115 @@
+"""Draft schemes: how the ``n`` draft tokens are drawn, with exact tuple probabilities.
+
+``"iid"``: n independent draws from one draft ``q`` (V,); ``"without_replacement"``: n ordered
+draws from ``q`` without replacement (probability prod_j q(w_j) / (Q - sum_{l<j} q(w_l)),
+Q = sum(q)); ``"independent"``: one draw from each of n draft models, ``qs`` of shape (n, V).
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Optional, Tuple
+
+import numpy as np
+
+from . import _core
+from . import _validation as check
+
+SCHEME_KINDS = ("iid", "without_replacement", "independent")
+
+#: Largest number of tuples :meth:`DraftScheme.enumerate` will list.
+MAX_ENUMERATED_TUPLES = 10**7
+
+
+def scheme_kind(kind: str) -> str:
+    if kind not in SCHEME_KINDS:
+        raise ValueError(f"'scheme' must be one of {SCHEME_KINDS}, got {kind!r}")
+    return kind
+
+
+def batched_inputs(p, q, n: Optional[int], kind: str):
+    """Validate target(s) and draft(s) for a scheme and return the core's batched layout.
+
+    Returns ``(p2, q3, n, batched)``: ``p2`` (B, V), ``q3`` (B, rows, V) with rows = n for
+    independent drafts and 1 otherwise, and whether the caller passed a batch.
+    """
+    kind = scheme_kind(kind)
+    p = check.probabilities(p, "p")
+    batched = p.ndim == 2
+    if kind == "independent":
+        q = check.probabilities(q, "q", ndims=(p.ndim + 1,))
+        if n is not None and check.count(n) != q.shape[-2]:
+            raise ValueError(f"'n' = {n} does not match the {q.shape[-2]} draft rows of 'q'")
+        n = q.shape[-2]
+    else:
+        q = check.probabilities(q, "q", ndims=(p.ndim,))
+        if n is None:
+            raise ValueError("'n' (the number of drafts) is required unless 'q' holds one row per draft model")
+        n = check.count(n)
+    check.same_vocabulary(p.shape[-1], q, "q")
+    if batched and q.shape[0] != p.shape[0]:
+        raise ValueError(f"'q' has batch size {q.shape[0]}, but 'p' has {p.shape[0]}")
+    B, V = (p.shape[0] if batched else 1), p.shape[-1]
+    return p.reshape(B, V), q.reshape(B, -1, V), n, batched
+
+
+class DraftScheme:
+    """A draft scheme over a vocabulary of size ``V``: ``kind``, ``n`` and the draft law ``q``.
+
+    ``q`` is (V,) for ``"iid"`` and ``"without_replacement"`` and (n, V) for ``"independent"``.
+    """
+
+    def __init__(self, q, n: Optional[int] = None, kind: str = "iid"):
+        self.kind = scheme_kind(kind)
+        if self.kind == "independent":
+            q = check.probabilities(q, "q", ndims=(2,))
+            if n is not None and check.count(n) != q.shape[0]:
+                raise ValueError(f"'n' = {n} does not match the {q.shape[0]} draft rows of 'q'")
+            n = q.shape[0]
+        else:
+            q = check.probabilities(q, "q", ndims=(1,))
+            if n is None:
+                raise ValueError("'n' (the number of drafts) is required")
+            n = check.count(n)
+        self.n: int = n
+        self.V: int = q.shape[-1]
+        self.q: np.ndarray = q
+        self.q.setflags(write=False)
+        # Let the core refuse impossible schemes (e.g. too few tokens to draw without replacement).
+        _core.tuple_probability(self.q, self.kind, self.n, np.zeros((0, self.n), dtype=np.int64))
+
+    def __repr__(self) -> str:
+        return f"DraftScheme(kind={self.kind!r}, n={self.n}, V={self.V})"
+
+    def probability(self, drafts) -> float:
+        """Exact probability of the ordered draft tuple ``drafts`` (n,)."""
+        drafts = check.tokens(drafts, self.V, self.n, ndims=(1,))
+        return float(_core.tuple_probability(self.q, self.kind, self.n, drafts.reshape(1, -1))[0])
+
+    def sample(self, rng: check.RngLike = None) -> np.ndarray:
+        """One draft tuple (n,) int64, drawn by the core's generator seeded from ``rng``."""
+        seeds = check.row_seeds(rng, 1)
+        return _core.sample_drafts(self.q.reshape(1, -1, self.V), self.kind, self.n, seeds)[0]
+
+    def support(self) -> np.ndarray:
+        """Tokens that some draft can take, ascending."""
+        rows = self.q.reshape(-1, self.V)
+        return np.flatnonzero(np.any(rows > 0, axis=0))
+
+    def enumerate(self) -> Tuple[np.ndarray, np.ndarray]:
+        """All tuples with positive probability, (M, n) int64, and their probabilities (M,)."""
+        support = self.support()
+        total = float(len(support)) ** self.n
+        if total > MAX_ENUMERATED_TUPLES:
+            raise ValueError(
+                f"enumerating {len(support)}**{self.n} = {total:.3g} draft tuples is too large "
+                f"(limit {MAX_ENUMERATED_TUPLES:g}, multidraft.schemes.MAX_ENUMERATED_TUPLES)"
+            )
+        tuples = np.array(list(itertools.product(support, repeat=self.n)), dtype=np.int64).reshape(-1, self.n)
+        probabilities = _core.tuple_probability(self.q, self.kind, self.n, tuples)
+        keep = probabilities > 0
+        return tuples[keep], probabilities[keep]
+
+
+def draft_scheme(q, n: Optional[int] = None, kind: str = "iid") -> DraftScheme:
+    """Build a :class:`DraftScheme`; ``kind`` is ``"iid"``, ``"without_replacement"`` or ``"independent"``."""
+    return DraftScheme(q, n, kind)

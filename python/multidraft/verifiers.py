@@ -1,0 +1,176 @@
+"""One interface for every verifier: a draft scheme plus a conditional output law.
+
+``v = multidraft.verifier(name, **options)``; losslessness means
+``sum_w P(w) * v.transport(p, q, w) == p``. Notation: ``p`` target, ``q`` draft.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Type
+
+import numpy as np
+
+from . import _core
+from . import _validation as check
+from .otlp import OTLP_METHODS, optimal_acceptance, solve_otlp
+from .schemes import DraftScheme, batched_inputs, scheme_kind
+
+
+class Verifier:
+    """Base class. Subclasses set ``name``, ``scheme_kind`` and implement ``_transport``/``acceptance``.
+
+    Shapes: ``p``, ``q`` (V,) with ``drafts`` (n,), or a batch ``p``, ``q`` (B, V) with ``drafts``
+    (B, n); for independent drafts ``q`` has one more axis of length n.
+    """
+
+    name = ""
+    scheme_kind = "iid"
+
+    def __repr__(self) -> str:
+        return f"multidraft.verifier({self.name!r})"
+
+    def _check_n(self, n: int) -> None:
+        """Refuse draft counts the method does not handle."""
+
+    def draft(self, q, n: Optional[int], rng: check.RngLike = None) -> np.ndarray:
+        """Draw the n drafts (n,) int64 as this method samples them."""
+        self._check_n(check.count(n) if n is not None else np.shape(q)[0])
+        return DraftScheme(q, n, self.scheme_kind).sample(rng)
+
+    def draft_probability(self, q, drafts) -> float:
+        """Probability that :meth:`draft` returns the ordered tuple ``drafts``."""
+        drafts = np.asarray(drafts)
+        return DraftScheme(q, drafts.shape[-1] if drafts.ndim else 1, self.scheme_kind).probability(drafts)
+
+    def _inputs(self, p, q, drafts):
+        n = np.shape(drafts)[-1] if np.ndim(drafts) else 1
+        p2, q3, n, batched = batched_inputs(p, q, check.count(n), self.scheme_kind)
+        self._check_n(n)
+        d = check.tokens(drafts, p2.shape[1], n, ndims=(2,) if batched else (1,)).reshape(p2.shape[0], n)
+        if self.scheme_kind == "iid":  # the core checks the other schemes
+            rows = np.arange(p2.shape[0])[:, None]
+            if np.any(q3[rows, 0, d] <= 0):
+                raise ValueError("'drafts' has probability zero under the draft scheme (q = 0 at a draft)")
+        return p2, q3, n, d, batched
+
+    def transport(self, p, q, drafts) -> np.ndarray:
+        """Exact output law pi(. | drafts): (V,), or (B, V) for a batch."""
+        p2, q3, n, d, batched = self._inputs(p, q, drafts)
+        laws = self._transport(p2, q3, n, d)
+        return laws if batched else laws[0]
+
+    def verify(self, p, q, drafts, rng: check.RngLike = None):
+        """One verified token per row and whether it is one of the drafts.
+
+        Returns ``(token, accepted)``, or ``((B,) int64, (B,) bool)`` for a batch.
+        """
+        p2, q3, n, d, batched = self._inputs(p, q, drafts)
+        tokens = _core.sample_rows(self._transport(p2, q3, n, d), check.row_seeds(rng, p2.shape[0]))
+        accepted = np.any(d == tokens[:, None], axis=1)
+        return (tokens, accepted) if batched else (int(tokens[0]), bool(accepted[0]))
+
+    def _transport(self, p2, q3, n, drafts) -> np.ndarray:
+        raise NotImplementedError
+
+    def acceptance(self, p, q, n: Optional[int] = None):
+        """Exact expected acceptance P(output in drafts) of this method: float or (B,)."""
+        raise NotImplementedError
+
+
+class SpeculativeSampling(Verifier):
+    """``"sps"``: single-draft speculative sampling (Leviathan et al.; Chen et al.).
+
+    Accept the draft y with probability min(1, p(y)/q(y)), else sample (p - q)^+ normalised.
+    Optimal for one draft: acceptance sum_i min(p_i, q_i).
+    """
+
+    name = "sps"
+
+    def _check_n(self, n):
+        if n != 1:
+            raise ValueError(f"verifier 'sps' takes a single draft: 'n' must be 1, got {n}")
+
+    def _transport(self, p2, q3, n, drafts):
+        return _core.sps_transport(p2, q3, drafts[:, 0].copy())
+
+    def acceptance(self, p, q, n=1):
+        self._check_n(check.count(n))
+        p2, q3, _, batched = batched_inputs(p, q, 1, "iid")
+        out = _core.acceptance_rate(p2, q3)
+        return out if batched else float(out[0])
+
+
+class NaiveRejection(Verifier):
+    """``"naive"``: naive rejection (seed 002): output Z ~ p, accepted iff Z is one of the drafts.
+
+    Lossless by construction; with n i.i.d. drafts its acceptance is sum_i p_i (1 - (1 - q_i)^n).
+    """
+
+    name = "naive"
+
+    def _transport(self, p2, q3, n, drafts):
+        return p2.copy()
+
+    def acceptance(self, p, q, n=1):
+        p2, q3, n, batched = batched_inputs(p, q, n, "iid")
+        out = _core.naive_acceptance(p2, q3, n)
+        return out if batched else float(out[0])
+
+
+class OptimalTransport(Verifier):
+    """``"otlp"``: the exact optimal verifier, pi = the OTLP plan (seed 000), acceptance alpha*.
+
+    Options: ``method`` in ("maxflow", "maxflow_cs", "lp"), ``scheme`` in ("iid",
+    "without_replacement", "independent"). Each row builds its own plan; for repeated slices of
+    one (p, q) pair keep a :func:`multidraft.solve_otlp` plan instead.
+    """
+
+    name = "otlp"
+
+    def __init__(self, method: str = "maxflow", scheme: str = "iid"):
+        if method not in OTLP_METHODS:
+            raise ValueError(f"'method' must be one of {OTLP_METHODS}, got {method!r}")
+        self.method = method
+        self.scheme_kind = scheme_kind(scheme)
+
+    def __repr__(self) -> str:
+        return f"multidraft.verifier('otlp', method={self.method!r}, scheme={self.scheme_kind!r})"
+
+    def _transport(self, p2, q3, n, drafts):
+        if self.method != "lp":
+            return _core.otlp_transport(p2, q3, self.scheme_kind, n, self.method, drafts)
+        q_rows = q3 if self.scheme_kind == "independent" else q3[:, 0]
+        return np.stack([
+            solve_otlp(p2[b], q_rows[b], n, method="lp", scheme=self.scheme_kind).transport(drafts[b])
+            for b in range(p2.shape[0])
+        ])
+
+    def acceptance(self, p, q, n=None):
+        return optimal_acceptance(p, q, n, scheme=self.scheme_kind)
+
+
+_REGISTRY: Dict[str, Type[Verifier]] = {}
+
+
+def register(cls: Type[Verifier]) -> Type[Verifier]:
+    """Add a verifier class to the registry under ``cls.name``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+for _cls in (SpeculativeSampling, NaiveRejection, OptimalTransport):
+    register(_cls)
+
+
+def verifier_names() -> List[str]:
+    """Names accepted by :func:`verifier`."""
+    return sorted(_REGISTRY)
+
+
+def verifier(name: str, **options) -> Verifier:
+    """The verifier called ``name`` (see :func:`verifier_names`), built with ``options``."""
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown verifier {name!r}; choose one of {verifier_names()}")
+    try:
+        return _REGISTRY[name](**options)
+    except TypeError as error:
+        raise ValueError(f"verifier {name!r}: {error}") from None
