@@ -61,19 +61,25 @@ inline RelaxedFlow max_relaxed_flow(const double* row_capacity, int V, const Rig
   using Graph = lemon::SmartDigraph;
   Graph graph;
   const std::size_t R = right.size();
-  graph.reserveNode(V + static_cast<int>(R) + 2);
-  graph.reserveArc(static_cast<int>(V + R + right.members.size()));
+  // Only tokens that belong to some right node take part in the flow; the others (a large
+  // vocabulary outside the draft's top-k) would only add idle nodes.
+  std::vector<int> used_tokens;
+  std::vector<char> used(V, 0);
+  for (int i : right.members)
+    if (!used[i]) {
+      used[i] = 1;
+      used_tokens.push_back(i);
+    }
+  graph.reserveNode(static_cast<int>(used_tokens.size() + R + 2));
+  graph.reserveArc(static_cast<int>(used_tokens.size() + R + right.members.size()));
   const Graph::Node source = graph.addNode(), sink = graph.addNode();
   std::vector<Graph::Node> token_node(V), set_node(R);
-  for (int i = 0; i < V; ++i) token_node[i] = graph.addNode();
+  for (int i : used_tokens) token_node[i] = graph.addNode();
   for (std::size_t r = 0; r < R; ++r) set_node[r] = graph.addNode();
 
   Graph::ArcMap<double> capacity(graph);
-  std::vector<Graph::Arc> row_arc(V), column_arc(R), member_arc(right.members.size());
-  for (int i = 0; i < V; ++i) {
-    row_arc[i] = graph.addArc(source, token_node[i]);
-    capacity[row_arc[i]] = row_capacity[i];
-  }
+  std::vector<Graph::Arc> column_arc(R), member_arc(right.members.size());
+  for (int i : used_tokens) capacity[graph.addArc(source, token_node[i])] = row_capacity[i];
   const double unbounded = 2.0;  // total flow <= 1, so any capacity >= 1 is infinite (spec §2.3)
   for (std::size_t r = 0; r < R; ++r) {
     column_arc[r] = graph.addArc(set_node[r], sink);
