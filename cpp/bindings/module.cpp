@@ -6,7 +6,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -149,6 +151,18 @@ Ints sample_rows(const Doubles& laws, const Seeds& seeds) {
   return out;
 }
 
+py::array_t<double> batched_naive_transport(const Doubles& p) {
+  const py::ssize_t B = p.shape(0), V = p.shape(1);
+  py::array_t<double> out({B, V});
+  const double* pp = p.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t r = 0; r < B; ++r) naive_transport(pp + r * V, static_cast<int>(V), o + r * V);
+  }
+  return out;
+}
+
 py::array_t<double> batched_sps_transport(const Doubles& p, const Doubles& q, const Ints& drafts) {
   const Batch b = batch_of(p, q);
   py::array_t<double> out({b.B, b.V});
@@ -163,7 +177,20 @@ py::array_t<double> batched_sps_transport(const Doubles& p, const Doubles& q, co
   return out;
 }
 
-// Verifier "otlp" on a batch: one exact plan per row, sliced at that row's drafts.
+// Verifier "otlp" on a batch: one exact plan per distinct (p, q) row, sliced at that row's
+// drafts. Consecutive rows with the same p and q (many draft tuples for one context) share a plan.
+template <class Plan, class Make>
+void slice_rows(const Batch& b, const double* pp, const double* qq, int n, const std::vector<int>& tuples,
+                double* o, Make make) {
+  std::unique_ptr<Plan> plan;
+  for (py::ssize_t r = 0; r < b.B; ++r) {
+    const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
+    const bool same = r > 0 && std::equal(pr, pr + b.V, pr - b.V) && std::equal(qr, qr + b.q_stride, qr - b.q_stride);
+    if (!same) plan = make(pr, qr);
+    plan->transport(tuples.data() + r * n, o + r * b.V);
+  }
+}
+
 py::array_t<double> otlp_transport(const Doubles& p, const Doubles& q, const std::string& kind, int n,
                                    const std::string& method, const Ints& drafts) {
   const Batch b = batch_of(p, q);
@@ -171,19 +198,20 @@ py::array_t<double> otlp_transport(const Doubles& p, const Doubles& q, const std
   if (method != "maxflow" && method != "maxflow_cs")
     throw std::invalid_argument("internal: otlp_transport takes 'maxflow' or 'maxflow_cs'");
   py::array_t<double> out({b.B, b.V});
-  const double *pp = p.data(), *qq = q.data();
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
+  const double *pp = p.data(), *qq = q.data();
   double* o = out.mutable_data();
   {
     py::gil_scoped_release release;
     const int V = static_cast<int>(b.V);
-    for (py::ssize_t r = 0; r < b.B; ++r) {
-      const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
-      if (method == "maxflow")
-        RelaxedPlan(pr, qr, V, k, n, NetworkKind::sets).transport(tuples.data() + r * n, o + r * b.V);
-      else
-        SlacknessPlan(pr, qr, V, k, n).transport(tuples.data() + r * n, o + r * b.V);
-    }
+    if (method == "maxflow")
+      slice_rows<RelaxedPlan>(b, pp, qq, n, tuples, o, [&](const double* pr, const double* qr) {
+        return std::make_unique<RelaxedPlan>(pr, qr, V, k, n, NetworkKind::sets);
+      });
+    else
+      slice_rows<SlacknessPlan>(b, pp, qq, n, tuples, o, [&](const double* pr, const double* qr) {
+        return std::make_unique<SlacknessPlan>(pr, qr, V, k, n);
+      });
   }
   return out;
 }
@@ -213,6 +241,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("tuple_probability", &tuple_probability, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("drafts"));
   m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
   m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
+  m.def("naive_transport", &batched_naive_transport, py::arg("p"));
   m.def("sps_transport", &batched_sps_transport, py::arg("p"), py::arg("q"), py::arg("drafts"));
   m.def("otlp_transport", &otlp_transport, py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"),
         py::arg("method"), py::arg("drafts"));

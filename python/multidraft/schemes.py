@@ -20,9 +20,9 @@ SCHEME_KINDS = ("iid", "without_replacement", "independent")
 MAX_ENUMERATED_TUPLES = 10**7
 
 
-def scheme_kind(kind: str) -> str:
+def scheme_kind(kind: str, name: str = "scheme") -> str:
     if kind not in SCHEME_KINDS:
-        raise ValueError(f"'scheme' must be one of {SCHEME_KINDS}, got {kind!r}")
+        raise ValueError(f"'{name}' must be one of {SCHEME_KINDS}, got {kind!r}")
     return kind
 
 
@@ -59,7 +59,7 @@ class DraftScheme:
     """
 
     def __init__(self, q, n: Optional[int] = None, kind: str = "iid"):
-        self.kind = scheme_kind(kind)
+        self.kind = scheme_kind(kind, "kind")
         if self.kind == "independent":
             q = check.probabilities(q, "q", ndims=(2,))
             if n is not None and check.count(n) != q.shape[0]:

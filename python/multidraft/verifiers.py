@@ -39,13 +39,17 @@ class Verifier:
     def draft_probability(self, q, drafts) -> float:
         """Probability that :meth:`draft` returns the ordered tuple ``drafts``."""
         drafts = np.asarray(drafts)
-        return DraftScheme(q, drafts.shape[-1] if drafts.ndim else 1, self.scheme_kind).probability(drafts)
+        n = drafts.shape[-1] if drafts.ndim else 1
+        self._check_n(n)
+        return DraftScheme(q, n, self.scheme_kind).probability(drafts)
 
     def _inputs(self, p, q, drafts):
         n = np.shape(drafts)[-1] if np.ndim(drafts) else 1
         p2, q3, n, batched = batched_inputs(p, q, check.count(n), self.scheme_kind)
         self._check_n(n)
-        d = check.tokens(drafts, p2.shape[1], n, ndims=(2,) if batched else (1,)).reshape(p2.shape[0], n)
+        d = check.tokens(drafts, p2.shape[1], n, ndims=(2,) if batched else (1,)).reshape(-1, n)
+        if d.shape[0] != p2.shape[0]:
+            raise ValueError(f"'drafts' has batch size {d.shape[0]}, but 'p' has {p2.shape[0]}")
         if self.scheme_kind == "iid":  # the core checks the other schemes
             rows = np.arange(p2.shape[0])[:, None]
             if np.any(q3[rows, 0, d] <= 0):
@@ -108,7 +112,7 @@ class NaiveRejection(Verifier):
     name = "naive"
 
     def _transport(self, p2, q3, n, drafts):
-        return p2.copy()
+        return _core.naive_transport(p2)
 
     def acceptance(self, p, q, n=1):
         p2, q3, n, batched = batched_inputs(p, q, n, "iid")
@@ -139,10 +143,12 @@ class OptimalTransport(Verifier):
         if self.method != "lp":
             return _core.otlp_transport(p2, q3, self.scheme_kind, n, self.method, drafts)
         q_rows = q3 if self.scheme_kind == "independent" else q3[:, 0]
-        return np.stack([
-            solve_otlp(p2[b], q_rows[b], n, method="lp", scheme=self.scheme_kind).transport(drafts[b])
-            for b in range(p2.shape[0])
-        ])
+        laws, plan = np.empty_like(p2), None
+        for b in range(p2.shape[0]):  # like the core: consecutive equal (p, q) rows share a plan
+            if plan is None or not (np.array_equal(p2[b], p2[b - 1]) and np.array_equal(q3[b], q3[b - 1])):
+                plan = solve_otlp(p2[b], q_rows[b], n, method="lp", scheme=self.scheme_kind)
+            laws[b] = plan.transport(drafts[b])
+        return laws
 
     def acceptance(self, p, q, n=None):
         return optimal_acceptance(p, q, n, scheme=self.scheme_kind)

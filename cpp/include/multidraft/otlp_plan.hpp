@@ -41,7 +41,9 @@ inline void assemble_slice(const RightNodes& nodes, const RelaxedFlow& flow, std
   const double capacity = nodes.capacity[r];
   const double carried = std::min(flow.column_flow[r], capacity);
   const bool renormalise = law.empty() || !(capacity > 0.0);
-  const double scale = renormalise ? (carried > 0.0 ? 1.0 / flow.column_flow[r] : 0.0) : 1.0 / capacity;
+  // Round-off can push a column's flow a hair above its capacity: never let a slice exceed 1.
+  const double scale = renormalise ? (carried > 0.0 ? 1.0 / flow.column_flow[r] : 0.0)
+                                   : 1.0 / std::max(capacity, flow.column_flow[r]);
   for (std::int64_t k = nodes.offsets[r]; k < nodes.offsets[r + 1]; ++k)
     out[nodes.members[k]] += flow.member_flow[k] * scale;
   if (!renormalise) {

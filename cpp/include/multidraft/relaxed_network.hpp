@@ -24,6 +24,11 @@ constexpr double kMaxNetworkArcs = 2.0e7;
 // below LEMON's default 1e-10 (spec §2.3); dropping masses of 1e-18 costs at most 1e-18 per node.
 constexpr double kFlowTolerance = 1e-18;
 
+// Residual capacity below this counts as saturated when reading the minimum cut: the flow's
+// round-off must not make a token look unsaturated. Matches the 1e-13 snap of the i.i.d. scan
+// (spec §2.1): a minimiser found this way is optimal within about 1e-13 in psi.
+constexpr double kCutTolerance = 1e-13;
+
 // Right nodes in CSR form: node r holds the distinct tokens members[offsets[r] .. offsets[r+1]).
 struct RightNodes {
   std::vector<std::int64_t> offsets{0};
@@ -110,8 +115,8 @@ inline RelaxedFlow max_relaxed_flow(const double* row_capacity, int V, const Rig
   // Reverse breadth-first search from t over residual arcs (own search: the orientation of the
   // library's cut map is not relied on, spec §2.2). A residual arc x -> y exists when the arc
   // x -> y has spare capacity or the arc y -> x carries flow.
-  auto spare = [&](Graph::Arc a) { return capacity[a] - preflow.flow(a) > kFlowTolerance; };
-  auto carries = [&](Graph::Arc a) { return preflow.flow(a) > kFlowTolerance; };
+  auto spare = [&](Graph::Arc a) { return capacity[a] - preflow.flow(a) > kCutTolerance; };
+  auto carries = [&](Graph::Arc a) { return preflow.flow(a) > kCutTolerance; };
   std::vector<char> set_reaches(R, 0);
   result.reaches_sink.assign(V, 0);
   std::deque<std::pair<bool, std::int64_t>> queue;  // (is token, index)

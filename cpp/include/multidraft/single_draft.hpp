@@ -34,7 +34,12 @@ inline void sps_transport(const double* p, const double* q, int V, int draft, do
 // Naive rejection (seed 002): draw Z ~ p independently of the drafts and accept iff Z is one of
 // them. Its output law is p whatever the drafts; with n i.i.d. drafts from q its acceptance is
 // sum_i p(i) (1 - (1 - q(i))^n) (seed 000 spec §3: a lower bound on alpha*).
-inline void naive_transport(const double* p, int V, double* out) { std::copy(p, p + V, out); }
+// p is accepted within 1e-6 of mass 1; the law Z ~ p is p over its own mass.
+inline void naive_transport(const double* p, int V, double* out) {
+  double mass = 0.0;
+  for (int i = 0; i < V; ++i) mass += p[i];
+  for (int i = 0; i < V; ++i) out[i] = p[i] / mass;
+}
 
 inline double naive_acceptance(const double* p, const double* q, int V, int n) {
   double acceptance = 0.0;

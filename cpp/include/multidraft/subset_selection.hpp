@@ -142,9 +142,9 @@ inline SubsetSolution pairwise_optimal_subset(const double* p, const DraftScheme
       }
     };
     for (Graph::OutArcIt a(graph, x); a != lemon::INVALID; ++a)
-      if (capacity[a] - preflow.flow(a) > kFlowTolerance) visit(graph.target(a));
+      if (capacity[a] - preflow.flow(a) > kCutTolerance) visit(graph.target(a));
     for (Graph::InArcIt a(graph, x); a != lemon::INVALID; ++a)
-      if (preflow.flow(a) > kFlowTolerance) visit(graph.source(a));
+      if (preflow.flow(a) > kCutTolerance) visit(graph.source(a));
   }
   SubsetSolution solution;
   solution.in_H.assign(V, 0);

@@ -1,0 +1,118 @@
+"""Command line of ``python -m multidraft.bench`` (see ``--help``). Times are ms per token."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .distributions import DEFAULT_SEED, DEFAULT_VOCAB, REGIMES
+from .report import all_agree, machine_info, markdown_report, regime_params, write_results
+from .runner import METHODS, run_grid
+
+TABLE1_GRID: List[Tuple[int, int]] = [(10, 2), (10, 3), (10, 4), (10, 5), (100, 2), (100, 3), (1000, 2)]
+"""The (k, n) grid of seed 000 Table 1."""
+
+MODES: Dict[str, Dict[str, object]] = {
+    # --quick: under 60 s on 2 cores (measured; see the README), the README's main command.
+    "quick": {"grid": [(10, 2), (10, 3), (100, 2)], "tokens": 5, "vocab": 4000, "budget": 2.0},
+    "full": {"grid": TABLE1_GRID, "tokens": 20, "vocab": DEFAULT_VOCAB, "budget": 5.0},
+}
+"""Defaults of each mode; explicit options override them."""
+
+
+def parse_grid(text: str) -> List[Tuple[int, int]]:
+    """Parse ``"10:2,10:3,100:2"`` into ``[(10, 2), (10, 3), (100, 2)]`` (k = draft top-k, n = drafts)."""
+    cells = []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        try:
+            k, n = (int(x) for x in item.split(":"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"grid: expected k:n pairs like 10:2, got {item!r}") from None
+        if k < 1 or n < 1:
+            raise argparse.ArgumentTypeError(f"grid: k and n must be >= 1, got {item!r}")
+        cells.append((k, n))
+    if not cells:
+        raise argparse.ArgumentTypeError("grid: empty")
+    return cells
+
+
+def _name_list(known: Sequence[str], what: str):
+    """An argparse type for a comma-separated subset of ``known``."""
+
+    def parse(text: str) -> List[str]:
+        names = [s.strip() for s in text.split(",") if s.strip()]
+        unknown = [s for s in names if s not in known]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"{what}: unknown {unknown or text!r}; known: {', '.join(known)}")
+        return names
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m multidraft.bench",
+        description="Per-token solve time (ms per token) of exact multi-draft verifiers on generated "
+        "(target p, draft q) pairs, next to SciPy's HiGHS LP. Prints a Markdown table; writes "
+        "results.json (raw timings, parameters) and results.csv (the table).",
+    )
+    parser.add_argument("--quick", action="store_true",
+                        help="small run for the README (under a minute on 2 cores): "
+                        f"grid {MODES['quick']['grid']}, V={MODES['quick']['vocab']}")
+    parser.add_argument("--grid", type=parse_grid, help="k:n cells, e.g. 10:2,10:3,100:2 "
+                        "(default: seed 000 Table 1 grid, or the quick grid)")
+    parser.add_argument("--regimes", type=_name_list(list(REGIMES), "regimes"), default=list(REGIMES),
+                        help=f"comma-separated generator regimes (default: {','.join(REGIMES)})")
+    parser.add_argument("--tokens", type=int, help="instances per cell (default 20, quick 5)")
+    parser.add_argument("--vocab", type=int, help=f"vocabulary size V (default {DEFAULT_VOCAB}, quick 4000)")
+    parser.add_argument("--methods", type=_name_list(list(METHODS), "methods"), default=list(METHODS),
+                        help=f"comma-separated methods (default: {','.join(METHODS)})")
+    parser.add_argument("--budget", type=float,
+                        help="seconds per instance after which a method's remaining instances in a cell "
+                        "are skipped (default 5, quick 2)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"base seed (default {DEFAULT_SEED})")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"),
+                        help="output directory for results.json and results.csv (default bench-results/)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the benchmark; return the exit status (1 if any method errored or disagreed with alpha*)."""
+    args = build_parser().parse_args(argv)
+    mode = "quick" if args.quick else "full"
+    defaults = MODES[mode]
+    grid = args.grid or defaults["grid"]
+    tokens = args.tokens or defaults["tokens"]
+    V = args.vocab or defaults["vocab"]
+    budget = args.budget if args.budget is not None else defaults["budget"]
+    if tokens < 1 or V < 2 or budget <= 0:
+        build_parser().error(f"need --tokens >= 1, --vocab >= 2, --budget > 0; got {tokens}, {V}, {budget}")
+    if max(k for k, _ in grid) > V:
+        build_parser().error(f"grid: every k must be <= V = {V}")
+    methods = [METHODS[name] for name in args.methods]
+
+    start = time.perf_counter()
+    cells = run_grid(args.regimes, grid, V, tokens, args.seed, methods, budget, progress=not args.no_progress)
+    meta = {
+        "benchmark": "multidraft.bench",
+        "units": "ms per token",
+        "mode": mode,
+        "seed": args.seed,
+        "V": V,
+        "tokens": tokens,
+        "budget_s": budget,
+        "grid": [list(c) for c in sorted(set(grid))],
+        "methods": {m.name: m.label for m in methods},
+        "regimes": regime_params(args.regimes),
+        "machine": machine_info(),
+        "argv": list(sys.argv[1:] if argv is None else argv),
+        "wall_s": time.perf_counter() - start,
+    }
+    paths = write_results(args.out, meta, cells)
+    print(markdown_report(meta, cells, methods))
+    print(f"\nWrote {paths['json']} and {paths['csv']}.", file=sys.stderr)
+    return 0 if all_agree(cells) else 1
