@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "multidraft/draft_scheme.hpp"
+#include "multidraft/global_resolution.hpp"
 #include "multidraft/otlp_plan.hpp"
 #include "multidraft/relaxed_network.hpp"
 #include "multidraft/rng.hpp"
@@ -273,4 +274,41 @@ PYBIND11_MODULE(_core, m) {
                                return out;
                              })
       .def("transport", [](const SlacknessPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); });
+
+  py::class_<GlobalResolutionPlan>(m, "GlobalResolutionPlan")
+      .def(py::init([](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
+                       bool paper_threshold) {
+             const int V = static_cast<int>(p.shape(0));
+             GlobalResolutionOptions options{tau, max_iterations, max_terms, paper_threshold};
+             py::gil_scoped_release release;
+             return new GlobalResolutionPlan(p.data(), q.data(), V, n, options);
+           }),
+           py::arg("p"), py::arg("q"), py::arg("n"), py::arg("tau"), py::arg("max_iterations"), py::arg("max_terms"),
+           py::arg("paper_threshold"))
+      .def_property_readonly("alpha", &GlobalResolutionPlan::alpha)
+      .def_property_readonly("alpha_star", &GlobalResolutionPlan::alpha_star)
+      .def_property_readonly("success", &GlobalResolutionPlan::success)
+      .def_property_readonly("l1_bound", &GlobalResolutionPlan::l1_bound)
+      .def_property_readonly("acceptance_bound", &GlobalResolutionPlan::acceptance_bound)
+      .def_property_readonly("diagnostics",
+                             [](const GlobalResolutionPlan& plan) {
+                               py::dict out;
+                               for (const auto& [name, r] : {std::pair<const char*, const SystemReport*>{"outer", &plan.outer_report()},
+                                                              {"inner", &plan.inner_report()}}) {
+                                 py::dict d;
+                                 d["truncation_size"] = r->truncation_size;
+                                 d["terms"] = r->terms;
+                                 d["truncation_error"] = r->truncation_error;
+                                 d["gradient_l1"] = r->gradient_l1;
+                                 d["threshold"] = r->threshold;
+                                 d["iterations"] = r->iterations;
+                                 d["converged"] = r->converged;
+                                 d["within_budget"] = r->within_budget;
+                                 d["deviation_bound"] = r->deviation_bound();
+                                 out[name] = d;
+                               }
+                               return out;
+                             })
+      .def("transport",
+           [](const GlobalResolutionPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); });
 }

@@ -5,6 +5,7 @@ See ``multidraft.verifier`` for the verifier interface and ``multidraft.solve_ot
 optimal-transport plans.
 """
 from ._validation import row_seeds
+from .global_resolution import GlobalResolution
 from .otlp import (
     MAX_LP_VARIABLES,
     MAX_NETWORK_ARCS,
@@ -24,6 +25,7 @@ __all__ = [
     "MAX_NETWORK_ARCS",
     "SCHEME_KINDS",
     "DraftScheme",
+    "GlobalResolution",
     "OTLPPlan",
     "Verifier",
     "acceptance_rate",

@@ -14,32 +14,46 @@ namespace multidraft {
 
 enum class SchemeKind { iid, without_replacement, independent };
 
-// Mass of the i.i.d. tuples in (B ∪ U)^n whose tokens outside B are exactly U, where B is a
-// disjoint block of draft mass base_mass (base_mass = 0: tuples whose set is exactly U).
-// Exponential generating function, seed 000 §2.7: n! [x^n] e^{base x} prod_{u in U} (e^{q_u x} - 1).
-// Every term is non-negative, so there is no cancellation (unlike the PIE form of Eq. 117).
-inline double egf_set_mass(double base_mass, const double* member_mass, int size, int n) {
-  if (size > n) return 0.0;
-  std::vector<double> inv_factorial(n + 1, 1.0);
-  for (int m = 1; m <= n; ++m) inv_factorial[m] = inv_factorial[m - 1] / m;
-  std::vector<double> coeff(n + 1), next(n + 1);
-  double power = 1.0;
-  for (int m = 0; m <= n; ++m, power *= base_mass) coeff[m] = power * inv_factorial[m];
-  for (int k = 0; k < size; ++k) {
-    const double q = member_mass[k];
-    for (int m = 0; m <= n; ++m) {
-      double acc = 0.0, q_power = 1.0;
-      for (int j = m - 1; j >= 0; --j) {  // factor (e^{qx} - 1): coefficients q^d / d!, d >= 1
-        q_power *= q;
-        acc += coeff[j] * q_power * inv_factorial[m - j];
-      }
-      next[m] = acc;
+// Truncated exponential generating functions (seed 000 §2.7). A polynomial is stored as its
+// coefficients a_0 .. a_n; tuples of length n are counted by n! a_n.
+//
+// Multiplies `in` by one token's factor (e^{q x} - 1) = sum_{d >= 1} q^d x^d / d!.
+inline void multiply_by_token_factor(const double* in, double q, int n, double* out) {
+  for (int m = 0; m <= n; ++m) {
+    double acc = 0.0, term = 1.0;  // term = q^(m-j) / (m-j)!
+    for (int j = m - 1; j >= 0; --j) {
+      term *= q / (m - j);
+      acc += in[j] * term;
     }
-    std::swap(coeff, next);
+    out[m] = acc;
   }
+}
+
+// Coefficients of e^{base x} truncated at degree n.
+inline void exponential_base(double base_mass, int n, double* out) {
+  out[0] = 1.0;
+  for (int m = 1; m <= n; ++m) out[m] = out[m - 1] * base_mass / m;
+}
+
+inline double tuples_of_length(const double* coefficients, int n) {
   double n_factorial = 1.0;
   for (int m = 2; m <= n; ++m) n_factorial *= m;
-  return coeff[n] * n_factorial;
+  return coefficients[n] * n_factorial;
+}
+
+// Mass of the i.i.d. tuples in (B ∪ U)^n whose tokens outside B are exactly U, where B is a
+// disjoint block of draft mass base_mass (base_mass = 0: tuples whose set is exactly U):
+// n! [x^n] e^{base x} prod_{u in U} (e^{q_u x} - 1). Every term is non-negative, so there is no
+// cancellation (unlike the PIE form of Eq. 117).
+inline double egf_set_mass(double base_mass, const double* member_mass, int size, int n) {
+  if (size > n) return 0.0;
+  std::vector<double> coeff(n + 1), next(n + 1);
+  exponential_base(base_mass, n, coeff.data());
+  for (int k = 0; k < size; ++k) {
+    multiply_by_token_factor(coeff.data(), member_mass[k], n, next.data());
+    std::swap(coeff, next);
+  }
+  return tuples_of_length(coeff.data(), n);
 }
 
 // A view of a draft scheme over caller-owned probabilities:

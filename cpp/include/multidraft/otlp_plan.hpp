@@ -22,16 +22,6 @@ namespace multidraft {
 
 enum class NetworkKind { sets, tuples };
 
-// Normalised rejection law (p - rows)^+ / sum; empty when no residual mass is left (alpha = 1).
-inline std::vector<double> residual_law(const std::vector<double>& p, const std::vector<double>& rows) {
-  std::vector<double> law(p.size());
-  double total = 0.0;
-  for (std::size_t i = 0; i < p.size(); ++i) total += law[i] = std::max(p[i] - rows[i], 0.0);
-  if (!(total > 0.0)) return {};
-  for (double& x : law) x /= total;
-  return law;
-}
-
 // Slice of one right node r: its flows over its capacity, plus the column deficit sent to the
 // rejection law (Eq. 3 / Eq. 8). With no law the deficit is round-off (alpha = 1, or an outer
 // node, which Theorem 5.1 saturates), and the flows are renormalised instead.
@@ -121,16 +111,11 @@ class SlacknessPlan {
   SlacknessPlan(const double* p, const double* q, int V, SchemeKind kind, int n) : inputs_(p, q, V, kind, n) {
     const DraftScheme& scheme = inputs_.scheme();
     if (kind == SchemeKind::iid) {
-      int h = 0;
-      const std::vector<int> order = decreasing_ratio_order(p, q, V);
-      subset_ = iid_optimal_subset(p, q, V, n, order, &h);
       // Theorem 6.2: outer rows are known in closed form, so the rejection law needs no flow.
-      outer_rows_ = outer_row_targets(p, q, V, n, order, h);
-      // Inner rows saturate at p on H* (Theorem 5.1), so the rejection law lives on V \ H*.
-      std::vector<double> rows = outer_rows_;
-      for (int i = 0; i < V; ++i)
-        if (subset_.in_H[i]) rows[i] = p[i];
-      law_ = residual_law(inputs_.p(), rows);
+      IidSplit split(p, q, V, n);
+      subset_ = std::move(split.subset);
+      outer_rows_ = std::move(split.outer_rows);
+      law_ = std::move(split.law);
       law_ready_ = true;
     } else {
       subset_ = optimal_subset(p, scheme);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "multidraft/subset_selection.hpp"
+
 namespace multidraft {
 
 // order: tokens with q > 0 by decreasing q/p; its first h tokens are H*. Returns p_i on V \ H*
@@ -43,5 +45,35 @@ inline std::vector<double> outer_row_targets(const double* p, const double* q, i
   }
   return targets;
 }
+
+// Normalised rejection law (p - rows)^+ / sum; empty when no residual mass is left (alpha = 1).
+inline std::vector<double> residual_law(const std::vector<double>& p, const std::vector<double>& rows) {
+  std::vector<double> law(p.size());
+  double total = 0.0;
+  for (std::size_t i = 0; i < p.size(); ++i) total += law[i] = std::max(p[i] - rows[i], 0.0);
+  if (!(total > 0.0)) return {};
+  for (double& x : law) x /= total;
+  return law;
+}
+
+// Everything the complementary-slackness split of i.i.d. drafts knows before any flow or convex
+// solve: the ratio order, H* (its first h tokens), the outer row targets p_i, and the rejection
+// law rho(i) = (p(i) - p_i) / sum_j (p(j) - p_j) on V \ H* (inner rows saturate at p on H*).
+struct IidSplit {
+  std::vector<int> order;
+  int h = 0;
+  SubsetSolution subset;
+  std::vector<double> outer_rows;
+  std::vector<double> law;
+
+  IidSplit(const double* p, const double* q, int V, int n) : order(decreasing_ratio_order(p, q, V)) {
+    subset = iid_optimal_subset(p, q, V, n, order, &h);
+    outer_rows = outer_row_targets(p, q, V, n, order, h);
+    std::vector<double> rows = outer_rows;
+    for (int i = 0; i < V; ++i)
+      if (subset.in_H[i]) rows[i] = p[i];
+    law = residual_law(std::vector<double>(p, p + V), rows);
+  }
+};
 
 }  // namespace multidraft

@@ -1,0 +1,258 @@
+// Global Resolution (seed 000 Section 6, Algorithm 1, Appendices G to L): the optimal
+// multi-draft transport for n i.i.d. drafts without an exponential LP.
+//   1. H* by the ratio scan and the outer row targets p_i by the polymatroid greedy (IidSplit);
+//   2. truncation sets T (outer: T ⊆ V \ H*, spec §8.2) chosen minimal by decreasing q so that
+//      eps_T <= tau (Eq. 13) and gamma_T <= tau (Eq. 16);
+//   3. the convex problems Phi_T (Eq. 12) and Theta_T (Eq. 15) minimised by damped Newton until
+//      ||grad||_1 <= 5 tau - 3 eps_T (resp. gamma_T): the corrected stopping rule of spec §2.9,
+//      which makes each system's row deviation <= 5 tau and so the Lemma 6.6 bounds 15 tau / 10 tau
+//      hold (Algorithm 1's 5 tau threshold only gives 24 tau; kept as `paper_threshold`);
+//   4. the slice of Eq. (18) in probability form (spec §2.10).
+// T and the solutions depend on (p, q, n, tau) only, never on the drafts (spec §2.8).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "multidraft/convex.hpp"
+#include "multidraft/draft_scheme.hpp"
+#include "multidraft/network_builders.hpp"
+#include "multidraft/polymatroid.hpp"
+
+namespace multidraft {
+
+struct GlobalResolutionOptions {
+  double tau = 1e-3;
+  int max_iterations = 50;
+  double max_terms = 2.0e6;       // work budget per convex problem (grouped terms), not a cap on |T|
+  bool paper_threshold = false;  // Algorithm 1's ||grad||_1 <= 5 tau instead of 5 tau - 3 eps_T
+};
+
+// Diagnostics of one convex system (outer or inner).
+struct SystemReport {
+  int truncation_size = 0;     // |T|
+  double terms = 0;            // grouped LogSumExp terms
+  double truncation_error = 0; // eps_T (outer) or gamma_T (inner)
+  double gradient_l1 = 0;      // achieved ||grad||_1
+  double threshold = 0;        // stopping threshold used
+  int iterations = 0;
+  bool converged = true;
+  bool within_budget = true;
+  // Row deviation bound of Theorems 6.4 / 6.5: ||grad||_1 + 3 * truncation error.
+  double deviation_bound() const { return gradient_l1 + 3.0 * truncation_error; }
+};
+
+// Grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
+// (spec §2.7), by depth-first search sharing each parent's polynomial: O(n^2) per subset.
+// Returns false (and builds nothing) when the term count would exceed max_terms.
+inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
+                                double max_terms, GroupedTerms& terms, std::vector<std::vector<double>>& weights) {
+  double count, members;
+  count_small_subsets(static_cast<std::int64_t>(member_mass.size()), n, count, members);
+  if (count > max_terms) return false;
+  const int m = static_cast<int>(member_mass.size());
+  const int B = static_cast<int>(bases.size());
+  terms = GroupedTerms{};
+  terms.variables = m;
+  weights.assign(B, {});
+  // polynomial[depth][base] holds n + 1 coefficients
+  std::vector<std::vector<double>> polynomial((n + 1) * B, std::vector<double>(n + 1));
+  for (int b = 0; b < B; ++b) exponential_base(bases[b], n, polynomial[b].data());
+  std::vector<int> current;
+  auto recurse = [&](auto&& self, int start, int depth) -> void {
+    for (int k = start; k < m; ++k) {
+      current.push_back(k);
+      bool positive = false;
+      for (int b = 0; b < B; ++b) {
+        multiply_by_token_factor(polynomial[depth * B + b].data(), member_mass[k], n,
+                                 polynomial[(depth + 1) * B + b].data());
+        positive = positive || polynomial[(depth + 1) * B + b][n] > 0.0;
+      }
+      if (positive) {
+        terms.members.insert(terms.members.end(), current.begin(), current.end());
+        terms.offsets.push_back(static_cast<std::int64_t>(terms.members.size()));
+        terms.weight.push_back(tuples_of_length(polynomial[(depth + 1) * B].data(), n));
+        for (int b = 0; b < B; ++b) weights[b].push_back(tuples_of_length(polynomial[(depth + 1) * B + b].data(), n));
+      }
+      if (depth + 1 < n) self(self, k + 1, depth + 1);
+      current.pop_back();
+    }
+  };
+  recurse(recurse, 0, 0);
+  return true;
+}
+
+// Smallest prefix of `tokens` (sorted by decreasing q) whose leftover draft mass R satisfies
+// block^n - (block - R)^n <= tau, where block is the draft mass the truncation error refers to.
+inline int minimal_truncation(const std::vector<int>& tokens, const double* q, double block, int n, double tau,
+                              double& error) {
+  std::vector<double> leftover(tokens.size() + 1, 0.0);
+  for (int k = static_cast<int>(tokens.size()) - 1; k >= 0; --k) leftover[k] = leftover[k + 1] + q[tokens[k]];
+  for (std::size_t k = 0; k <= tokens.size(); ++k) {
+    // block^n (1 - (1 - R/block)^n), by expm1/log1p: exact for tiny R (spec §2.8)
+    error = block > 0.0 ? -std::pow(block, n) * std::expm1(n * std::log1p(-std::min(leftover[k] / block, 1.0))) : 0.0;
+    if (error <= tau) return static_cast<int>(k);
+  }
+  return static_cast<int>(tokens.size());
+}
+
+class GlobalResolutionPlan {
+ public:
+  GlobalResolutionPlan(const double* p, const double* q, int V, int n, const GlobalResolutionOptions& options)
+      : V_(V), n_(n), options_(options), split_(p, q, V, n),
+        outer_alpha_(V, 0.0), inner_alpha_(V, -std::numeric_limits<double>::infinity()) {
+    if (!(options.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
+    double q_total = 0.0, mass_H = 0.0;
+    for (int i = 0; i < V; ++i) q_total += q[i];
+    for (int k = 0; k < split_.h; ++k) mass_H += q[split_.order[k]];
+    const double slack_threshold = options.paper_threshold ? 0.0 : 3.0;
+
+    // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n.
+    std::vector<int> outer_tokens(split_.order.begin() + split_.h, split_.order.end());
+    std::stable_sort(outer_tokens.begin(), outer_tokens.end(), [&](int a, int b) { return q[a] > q[b]; });
+    const int outer_size = minimal_truncation(outer_tokens, q, q_total, n, options.tau, outer_.truncation_error);
+    outer_tokens.resize(outer_size);
+    outer_.threshold = 5.0 * options.tau - slack_threshold * outer_.truncation_error;
+    std::vector<double> outer_targets(outer_size);
+    for (int k = 0; k < outer_size; ++k) outer_targets[k] = split_.outer_rows[outer_tokens[k]];
+    const std::vector<double> outer_solution =
+        solve_system(outer_tokens, q, {mass_H}, outer_targets, false, outer_, nullptr);
+    double lowest = 0.0;
+    for (int k = 0; k < outer_size; ++k) lowest = k == 0 ? outer_solution[k] : std::min(lowest, outer_solution[k]);
+    // Outer tokens outside T: any finite value is allowed; the smallest alpha of T (spec §2.8).
+    for (int i = 0; i < V; ++i)
+      if (!split_.subset.in_H[i]) outer_alpha_[i] = lowest;
+    for (int k = 0; k < outer_size; ++k) outer_alpha_[outer_tokens[k]] = outer_solution[k];
+
+    // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
+    // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
+    std::vector<int> inner_tokens;
+    double mass_Z = 0.0;
+    for (int k = 0; k < split_.h; ++k) {
+      const int t = split_.order[k];
+      if (p[t] > 0.0) inner_tokens.push_back(t);
+      else mass_Z += q[t];
+    }
+    std::stable_sort(inner_tokens.begin(), inner_tokens.end(), [&](int a, int b) { return q[a] > q[b]; });
+    int inner_size = minimal_truncation(inner_tokens, q, mass_H, n, options.tau, inner_.truncation_error);
+    if (std::pow(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
+      inner_size = 0;
+      inner_.truncation_error = std::pow(mass_H, n);
+    }
+    inner_tokens.resize(inner_size);
+    inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
+    std::vector<double> inner_targets(inner_size);
+    double mass_T = 0.0;
+    for (int k = 0; k < inner_size; ++k) {
+      inner_targets[k] = p[inner_tokens[k]];
+      mass_T += q[inner_tokens[k]];
+    }
+    // Second base: the acceptance of the assembled plan counts tuples of H*^n by their T-part,
+    // whatever their other tokens are (base Q(H*) - Q(T)).
+    double inner_acceptance = 0.0;
+    const std::vector<double> inner_solution = solve_system(
+        inner_tokens, q, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets, true, inner_, &inner_acceptance);
+    for (int k = 0; k < inner_size; ++k) inner_alpha_[inner_tokens[k]] = inner_solution[k];
+
+    alpha_ = std::clamp(std::pow(q_total, n) - std::pow(mass_H, n) + inner_acceptance, 0.0, 1.0);
+  }
+
+  double alpha() const { return alpha_; }
+  double alpha_star() const { return split_.subset.alpha; }
+  const std::vector<char>& smallest_minimiser() const { return split_.subset.in_H; }
+  const SystemReport& outer_report() const { return outer_; }
+  const SystemReport& inner_report() const { return inner_; }
+  bool success() const {
+    return outer_.converged && inner_.converged && outer_.within_budget && inner_.within_budget;
+  }
+  // Lemma 6.6 with a = outer, b = inner row deviation bounds: output L1 error <= a + 2b,
+  // acceptance error <= a + b.
+  double l1_bound() const { return outer_.deviation_bound() + 2.0 * inner_.deviation_bound(); }
+  double acceptance_bound() const { return outer_.deviation_bound() + inner_.deviation_bound(); }
+
+  // Eq. (18), normalised (spec §2.10); p_draft(drafts) cancels.
+  void transport(const int* drafts, double* out) const {
+    std::fill(out, out + V_, 0.0);
+    const std::vector<int> tokens = distinct_tokens(drafts, n_);
+    bool inner = true;
+    for (int t : tokens) inner = inner && split_.subset.in_H[t];
+    if (!inner) {  // softmax over set(w) \ H*; acceptance is certain
+      double shift = -std::numeric_limits<double>::infinity(), total = 0.0;
+      for (int t : tokens)
+        if (!split_.subset.in_H[t]) shift = std::max(shift, outer_alpha_[t]);
+      for (int t : tokens)
+        if (!split_.subset.in_H[t]) total += out[t] = std::exp(outer_alpha_[t] - shift);
+      for (int t : tokens) out[t] /= total;
+      return;
+    }
+    double shift = 0.0;  // the slack token has alpha = 0
+    for (int t : tokens) shift = std::max(shift, inner_alpha_[t]);
+    double total = std::exp(-shift);
+    for (int t : tokens) total += out[t] = std::exp(inner_alpha_[t] - shift);
+    for (int t : tokens) out[t] /= total;
+    const double rejected = std::exp(-shift) / total;
+    if (split_.law.empty()) {  // alpha* = 1 leaves nothing to reject to: keep the accepted part
+      double accepted = 0.0;
+      for (int t : tokens) accepted += out[t];
+      for (int t : tokens) out[t] = accepted > 0.0 ? out[t] / accepted : 1.0 / tokens.size();
+      return;
+    }
+    for (int i = 0; i < V_; ++i) out[i] += rejected * split_.law[i];
+  }
+
+ private:
+  // Builds the grouped terms of one system over `tokens` and minimises it. bases[0] weights the
+  // objective; an optional bases[1] accumulates sum_U weight1_U * s_U / (1 + s_U) (inner
+  // acceptance) at the solution.
+  std::vector<double> solve_system(const std::vector<int>& tokens, const double* q, const std::vector<double>& bases,
+                                   const std::vector<double>& targets, bool slack, SystemReport& report,
+                                   double* acceptance) const {
+    const int m = static_cast<int>(tokens.size());
+    report.truncation_size = m;
+    std::vector<double> member_mass(m);
+    for (int k = 0; k < m; ++k) member_mass[k] = q[tokens[k]];
+    ConvexObjective objective;
+    objective.slack = slack;
+    std::vector<std::vector<double>> weights;
+    if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective.terms, weights)) {
+      double count, members;
+      count_small_subsets(m, n_, count, members);
+      report.terms = count;
+      report.within_budget = false;
+      report.converged = false;
+      return std::vector<double>(m, 0.0);
+    }
+    report.terms = static_cast<double>(objective.terms.size());
+    objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
+    NewtonReport solved = minimise_newton(objective, Eigen::VectorXd::Zero(m), report.threshold,
+                                          options_.max_iterations, !slack);
+    report.gradient_l1 = solved.gradient_l1;
+    report.iterations = solved.iterations;
+    report.converged = solved.converged;
+    if (acceptance) {
+      *acceptance = 0.0;
+      const GroupedTerms& terms = objective.terms;
+      for (std::size_t k = 0; k < terms.size(); ++k) {
+        double shift = 0.0;
+        for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j)
+          shift = std::max(shift, solved.solution[terms.members[j]]);
+        double accepted = 0.0;
+        for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j)
+          accepted += std::exp(solved.solution[terms.members[j]] - shift);
+        *acceptance += weights[1][k] * accepted / (std::exp(-shift) + accepted);
+      }
+    }
+    return std::vector<double>(solved.solution.data(), solved.solution.data() + m);
+  }
+
+  int V_, n_;
+  GlobalResolutionOptions options_;
+  IidSplit split_;
+  SystemReport outer_, inner_;
+  std::vector<double> outer_alpha_, inner_alpha_;
+  double alpha_ = 0.0;
+};
+
+}  // namespace multidraft
