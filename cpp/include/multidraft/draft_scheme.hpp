@@ -98,7 +98,7 @@ class DraftScheme {
       if (kind_ == SchemeKind::without_replacement) {
         for (int l = 0; l < j; ++l)
           if (drafts[l] == drafts[j]) return 0.0;
-        const double remaining = total_[0] - drawn;
+        const double remaining = remaining_mass(drafts, j, drawn);
         if (!(remaining > 0.0)) return 0.0;
         probability *= mass / remaining;
         drawn += mass;
@@ -139,8 +139,23 @@ class DraftScheme {
   }
 
  private:
+  // Draft mass left after drawing `count` distinct tokens of mass `drawn`. Q - drawn cancels
+  // catastrophically when drawn is close to Q (a peaked draft), so then the rest is summed.
+  double remaining_mass(const int* drawn_tokens, int count, double drawn) const {
+    if (drawn <= 0.5 * total_[0]) return total_[0] - drawn;
+    double rest = 0.0;
+    for (int i = 0; i < V_; ++i) {
+      if (q_[i] <= 0.0) continue;
+      bool taken = false;
+      for (int l = 0; l < count && !taken; ++l) taken = drawn_tokens[l] == i;
+      if (!taken) rest += q_[i];
+    }
+    return rest;
+  }
+
   // P(the n draws without replacement are U in some order), by a DP over the subsets of U
-  // already drawn: f(A) = sum_{a in A} f(A \ a) q(a) / (Q - Q(A \ a)).
+  // already drawn: f(A) = sum_{a in A} f(A \ a) q(a) / (Q - Q(A \ a)), where
+  // Q - Q(A) = Q(V \ U) + Q(U \ A) is a sum of non-negative terms (no cancellation).
   double ordered_without_replacement_mass(const int* U, int size) const {
     if (size > 20) throw std::invalid_argument("'n' > 20 draws without replacement are not supported");
     const std::uint32_t full = (1u << size) - 1;
@@ -149,10 +164,13 @@ class DraftScheme {
     for (std::uint32_t A = 1; A <= full; ++A) {
       const int low = __builtin_ctz(A);
       drawn_mass[A] = drawn_mass[A & (A - 1)] + q_[U[low]];
+    }
+    const double outside_U = remaining_mass(U, size, drawn_mass[full]);
+    for (std::uint32_t A = 1; A <= full; ++A) {
       for (int k = 0; k < size; ++k) {
         if (!(A >> k & 1u)) continue;
         const std::uint32_t before = A & ~(1u << k);
-        const double remaining = total_[0] - drawn_mass[before];
+        const double remaining = outside_U + drawn_mass[full & ~before];
         if (f[before] > 0.0 && remaining > 0.0) f[A] += f[before] * q_[U[k]] / remaining;
       }
     }

@@ -6,6 +6,7 @@
 // sum_{j<=n} C(k, j). Solved by LEMON's Preflow on doubles with an explicit tolerance.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <stdexcept>
 #include <string>
@@ -45,10 +46,14 @@ struct RightNodes {
 
 inline void check_network_size(double left, double right, double member_arcs, const char* what) {
   const double arcs = left + right + member_arcs;
-  if (arcs > kMaxNetworkArcs)
-    throw std::invalid_argument(std::string(what) + " would need about " + std::to_string(arcs) +
-                                " arcs, more than the limit of " + std::to_string(kMaxNetworkArcs) +
-                                " (multidraft.MAX_NETWORK_ARCS); reduce the draft support (top-k) or n");
+  if (arcs > kMaxNetworkArcs) {
+    char message[400];
+    std::snprintf(message, sizeof message,
+                  "request too large: %s would need about %.3g arcs, more than MAX_NETWORK_ARCS = %.3g; "
+                  "reduce the draft support of 'q' (top-k) or 'n'",
+                  what, arcs, kMaxNetworkArcs);
+    throw std::invalid_argument(message);
+  }
 }
 
 struct RelaxedFlow {

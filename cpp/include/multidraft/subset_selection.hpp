@@ -86,6 +86,17 @@ inline double psi(const double* p, const DraftScheme& scheme, const std::vector<
   return P - mass;
 }
 
+// The i.i.d. scan's snap (spec §2.1) for cut-based minimisers: when psi(H) is within 1e-13 of
+// psi(empty set) = 0, round-off decided between tied minimisers, and the smallest one is empty.
+inline SubsetSolution snapped(const double* p, const DraftScheme& scheme, std::vector<char> in_H) {
+  SubsetSolution solution;
+  const double value = psi(p, scheme, in_H);
+  if (-value < 1e-13) std::fill(in_H.begin(), in_H.end(), 0);
+  solution.in_H = std::move(in_H);
+  solution.alpha = -value < 1e-13 ? 1.0 : std::clamp(1.0 + value, 0.0, 1.0);
+  return solution;
+}
+
 // Two independent drafts of different models (seed 000 Appendix D, with the sign of Eq. 34
 // corrected to minus, spec §8.1): psi(H) = P(H) - Q1(H) Q2(H) as an s-t cut. Token i on the
 // source side <=> i in H. Pair arcs i <-> j carry w_ij / 2 each, w_ij = q1(i) q2(j) + q1(j) q2(i);
@@ -146,11 +157,9 @@ inline SubsetSolution pairwise_optimal_subset(const double* p, const DraftScheme
     for (Graph::InArcIt a(graph, x); a != lemon::INVALID; ++a)
       if (preflow.flow(a) > kCutTolerance) visit(graph.source(a));
   }
-  SubsetSolution solution;
-  solution.in_H.assign(V, 0);
-  for (int a = 0; a < m; ++a) solution.in_H[tokens[a]] = reached[graph.id(node[a])];
-  solution.alpha = std::clamp(1.0 + psi(p, scheme, solution.in_H), 0.0, 1.0);
-  return solution;
+  std::vector<char> in_H(V, 0);
+  for (int a = 0; a < m; ++a) in_H[tokens[a]] = reached[graph.id(node[a])];
+  return snapped(p, scheme, std::move(in_H));
 }
 
 // Any scheme: the minimum cut of the set-compressed relaxed network (seed 000 Eq. 35-36).
@@ -158,10 +167,7 @@ inline SubsetSolution network_optimal_subset(const double* p, const DraftScheme&
   NodeIndex index;
   const RightNodes nodes = set_nodes(scheme, index);
   const RelaxedFlow flow = max_relaxed_flow(p, scheme.vocabulary_size(), nodes);
-  SubsetSolution solution;
-  solution.in_H = flow.reaches_sink;
-  solution.alpha = std::clamp(flow.value, 0.0, 1.0);
-  return solution;
+  return snapped(p, scheme, flow.reaches_sink);
 }
 
 inline SubsetSolution optimal_subset(const double* p, const DraftScheme& scheme) {

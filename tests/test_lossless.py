@@ -1,0 +1,108 @@
+"""Exact losslessness by enumeration: sum_w P(w) * transport(w) == p (p = TARGET, q = DRAFT).
+
+Also checks that every transport is a probability vector, that the acceptance obtained by
+enumeration equals the reported one, the draft probabilities, and batched == row loop.
+"""
+import numpy as np
+import pytest
+
+import multidraft as md
+import oracle
+from conftest import (CASES_BY_SCHEME, PLAN_METHODS, TOL, batch_of, case_id, plan_id, small_sample,
+                      verifier_cases, verifier_configs)
+
+N_RANDOM = 12  # random instances per scheme, on top of every adversarial one
+CONFIGS = verifier_configs()
+PLAN_CASES = [c for cases in CASES_BY_SCHEME.values() for c in small_sample(cases, N_RANDOM)]
+VERIFIER_CASES = [pytest.param(cfg, case, id=f"{cfg.id}-{case.name}")
+                  for config in CONFIGS for cfg, case in verifier_cases(config, N_RANDOM)]
+
+
+def enumerated_acceptance(case, transport):
+    """Check losslessness of ``transport`` (drafts -> law over V) on ``case``; return the acceptance
+    sum_w P(w) * transport(w)[set(w)] obtained by enumerating every tuple of positive probability."""
+    tuples, probs = case.support
+    T = np.array([transport(w) for w in tuples], dtype=np.float64)
+    assert T.shape == (len(tuples), case.V)
+    assert T.min() >= -1e-15, "negative transport probability"
+    np.testing.assert_allclose(T.sum(axis=1), 1.0, rtol=0, atol=1e-12, err_msg="transport must sum to 1")
+    np.testing.assert_allclose(probs @ T, case.p64, rtol=0, atol=TOL, err_msg="output law is not p")
+    return sum(prob * T[k, np.unique(w)].sum() for k, (w, prob) in enumerate(zip(tuples, probs)))
+
+
+def known_acceptance(name, case):
+    """Closed-form acceptance where the method defines one (None otherwise)."""
+    if name == "otlp":
+        return case.brute[0]
+    if name == "sps":
+        return oracle.single_draft_acceptance(case.p64, case.q64)
+    if name == "naive":
+        return float(case.p64 @ (1.0 - (1.0 - case.q64) ** case.n))
+    return None
+
+
+@pytest.mark.parametrize("plan_method", PLAN_METHODS, ids=plan_id)
+@pytest.mark.parametrize("case", PLAN_CASES, ids=case_id)
+def test_plan_is_lossless_and_optimal(case, plan_method):
+    method, extra = plan_method
+    args, kwargs = case.solve_args()
+    plan = md.solve_otlp(*args, method=method, **extra, **kwargs)
+    accepted = enumerated_acceptance(case, plan.transport)
+    assert abs(accepted - plan.alpha) <= TOL
+    assert abs(accepted - case.brute[0]) <= TOL
+
+
+@pytest.mark.parametrize("config, case", VERIFIER_CASES)
+def test_verifier_is_lossless(config, case):
+    v = config.make()
+    accepted = enumerated_acceptance(case, lambda w: v.transport(case.p, case.q, w))
+    assert abs(accepted - v.acceptance(case.p, case.q, case.n)) <= TOL
+    known = known_acceptance(config.name, case)
+    if known is not None:
+        assert abs(accepted - known) <= TOL
+
+
+@pytest.mark.parametrize("config, case", VERIFIER_CASES)
+def test_draft_probability_matches_enumeration(config, case):
+    v = config.make()
+    tuples, probs = case.support
+    got = [v.draft_probability(case.q, w) for w in tuples]
+    np.testing.assert_allclose(got, probs, rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("case", PLAN_CASES, ids=case_id)
+def test_draft_scheme_enumeration(case):
+    scheme = (md.draft_scheme(case.q, kind="independent") if case.scheme == "independent"
+              else md.draft_scheme(case.q, case.n, kind=case.scheme))
+    assert (scheme.kind, scheme.n, scheme.V) == (case.scheme, case.n, case.V)
+    tuples, probs = scheme.enumerate()
+    expected = {tuple(w): prob for w, prob in zip(*case.support)}
+    got = {tuple(int(t) for t in w): float(prob) for w, prob in zip(tuples, probs)}
+    assert got.keys() == expected.keys()
+    np.testing.assert_allclose([got[w] for w in expected], list(expected.values()), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose([scheme.probability(np.array(w)) for w in expected], list(expected.values()),
+                               rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.id)
+def test_batched_transport_equals_rows(config):
+    v, p, q, drafts = batch_of(config)
+    batched = v.transport(p, q, drafts)
+    rows = [v.transport(p[b], q[b], drafts[b]) for b in range(len(p))]
+    np.testing.assert_allclose(batched, rows, rtol=0, atol=1e-15)
+
+
+ROW_RNG = {"seed_list": lambda: [5, 17, 2, 99, 3, 8], "int": lambda: 77,
+           "generator": lambda: np.random.default_rng(77)}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.id)
+@pytest.mark.parametrize("rng_kind", ROW_RNG)
+def test_batched_verify_equals_rows(config, rng_kind):
+    v, p, q, drafts = batch_of(config, B=6)
+    seeds = ROW_RNG[rng_kind]() if rng_kind == "seed_list" else md.row_seeds(ROW_RNG[rng_kind](), len(p))
+    tokens, accepted = v.verify(p, q, drafts, ROW_RNG[rng_kind]())
+    rows = [v.verify(p[b], q[b], drafts[b], int(seeds[b])) for b in range(len(p))]
+    np.testing.assert_array_equal(tokens, [t for t, _ in rows])
+    np.testing.assert_array_equal(accepted, [a for _, a in rows])
+    assert np.asarray(tokens).dtype == np.int64 and np.asarray(accepted).dtype == bool
