@@ -12,23 +12,20 @@
 namespace multidraft {
 
 // order: tokens with q > 0 by decreasing q/p; its first h tokens are H*. Returns p_i on V \ H*
-// (0 on H*). Tokens with q = 0 come first in increasing-ratio order, then the order reversed.
+// (0 on H*). Tokens with q = 0 come first in the increasing-ratio order and get p_i = 0: removing
+// one from H_j only lowers psi by p(v), so the cumulative minimum moves with psi and
+// p(v) + m_{i+1} - m_i = 0. The pass therefore starts at H* ∪ (outer support), O(k) not O(V).
 inline std::vector<double> outer_row_targets(const double* p, const double* q, int V, int n,
                                              const std::vector<int>& order, int h) {
-  std::vector<char> in_order(V, 0);
-  for (int t : order) in_order[t] = 1;
-  std::vector<int> outer;  // v_1 .. v_K by increasing q/p
-  for (int i = 0; i < V; ++i)
-    if (!in_order[i]) outer.push_back(i);
-  for (int m = static_cast<int>(order.size()) - 1; m >= h; --m) outer.push_back(order[m]);
-
+  // v_0 .. v_{K-1}: the outer tokens with q > 0 by increasing q/p.
+  const std::vector<int> outer(order.rbegin(), order.rend() - h);
   double PH = 0.0, QH = 0.0;
   for (int m = 0; m < h; ++m) {
     PH += p[order[m]];
     QH += q[order[m]];
   }
   const int K = static_cast<int>(outer.size());
-  // psi(H_j) for H_j = H* ∪ {v_j .. v_K}; j = K is H* itself (index K here, 0-based v).
+  // psi(H_j) for H_j = H* ∪ {v_j .. v_{K-1}}; j = K is H* itself.
   std::vector<double> suffix_p(K + 1, 0.0), suffix_q(K + 1, 0.0), cumulative_min(K + 1);
   for (int j = K - 1; j >= 0; --j) {
     suffix_p[j] = suffix_p[j + 1] + p[outer[j]];
