@@ -222,6 +222,11 @@ class VerifierConfig:
     ns: tuple = (1, 2, 3)
 
     @property
+    def marginal_tolerance(self):
+        """Exact verifiers meet p to TOL; Global Resolution to its Lemma 6.6 bound, 15 tau."""
+        return 15 * dict(self.options)["tau"] if self.name == "global_resolution" else TOL
+
+    @property
     def id(self):
         return "-".join([self.name, *(str(v) for _, v in self.options)])
 
@@ -240,6 +245,8 @@ def verifier_configs():
                         for s in CASES_BY_SCHEME]
         elif name == "sps":
             configs.append(VerifierConfig(name, ns=(1,)))
+        elif name == "global_resolution":
+            configs += [VerifierConfig(name, (("tau", tau),)) for tau in (1e-3, 1e-6)]
         else:
             configs.append(VerifierConfig(name))
     return configs

@@ -18,7 +18,7 @@ VERIFIER_CASES = [pytest.param(cfg, case, id=f"{cfg.id}-{case.name}")
                   for config in CONFIGS for cfg, case in verifier_cases(config, N_RANDOM)]
 
 
-def enumerated_acceptance(case, transport):
+def enumerated_acceptance(case, transport, tolerance=TOL):
     """Check losslessness of ``transport`` (drafts -> law over V) on ``case``; return the acceptance
     sum_w P(w) * transport(w)[set(w)] obtained by enumerating every tuple of positive probability."""
     tuples, probs = case.support
@@ -26,7 +26,7 @@ def enumerated_acceptance(case, transport):
     assert T.shape == (len(tuples), case.V)
     assert T.min() >= -1e-15, "negative transport probability"
     np.testing.assert_allclose(T.sum(axis=1), 1.0, rtol=0, atol=1e-12, err_msg="transport must sum to 1")
-    np.testing.assert_allclose(probs @ T, case.p64, rtol=0, atol=TOL, err_msg="output law is not p")
+    assert np.abs(probs @ T - case.p64).sum() <= tolerance, "output law is not p"
     return sum(prob * T[k, np.unique(w)].sum() for k, (w, prob) in enumerate(zip(tuples, probs)))
 
 
@@ -38,6 +38,8 @@ def known_acceptance(name, case):
         return oracle.single_draft_acceptance(case.p64, case.q64)
     if name == "naive":
         return float(case.p64 @ (1.0 - (1.0 - case.q64) ** case.n))
+    if name == "global_resolution":
+        return case.brute[0]
     return None
 
 
@@ -55,11 +57,12 @@ def test_plan_is_lossless_and_optimal(case, plan_method):
 @pytest.mark.parametrize("config, case", VERIFIER_CASES)
 def test_verifier_is_lossless(config, case):
     v = config.make()
-    accepted = enumerated_acceptance(case, lambda w: v.transport(case.p, case.q, w))
+    tolerance = config.marginal_tolerance
+    accepted = enumerated_acceptance(case, lambda w: v.transport(case.p, case.q, w), tolerance)
     assert abs(accepted - v.acceptance(case.p, case.q, case.n)) <= TOL
     known = known_acceptance(config.name, case)
-    if known is not None:
-        assert abs(accepted - known) <= TOL
+    if known is not None:  # Global Resolution: within 10 tau of alpha* (Lemma 6.6)
+        assert abs(accepted - known) <= tolerance * 10 / 15
 
 
 @pytest.mark.parametrize("config, case", VERIFIER_CASES)

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _core
 from . import _validation as check
+from .global_resolution import GlobalResolution
 from .otlp import OTLP_METHODS, optimal_acceptance, solve_otlp
 from .schemes import DraftScheme, batched_inputs, scheme_kind
 
@@ -154,6 +155,42 @@ class OptimalTransport(Verifier):
         return optimal_acceptance(p, q, n, scheme=self.scheme_kind)
 
 
+class GlobalResolutionVerifier(Verifier):
+    """``"global_resolution"``: Algorithm 1 of seed 000 for n i.i.d. drafts (see GlobalResolution).
+
+    Options are those of :class:`multidraft.GlobalResolution` (``tau``, ``fallback``, ...). The
+    output law is within L1 15 tau of p and the acceptance within 10 tau of alpha* whenever the
+    plan reports success; with ``fallback=True`` unsuccessful rows use the exact max-flow plan.
+    ``acceptance`` is the exact acceptance of the plans this verifier builds.
+    """
+
+    name = "global_resolution"
+
+    def __init__(self, tau: float = 1e-3, **options):
+        self.tau = tau
+        self.options = dict(options, tau=tau)
+        GlobalResolution(np.ones(2) / 2, np.ones(2) / 2, 1, **self.options)  # validate options now
+
+    def __repr__(self) -> str:
+        return f"multidraft.verifier('global_resolution', {', '.join(f'{k}={v!r}' for k, v in self.options.items())})"
+
+    def plan(self, p, q, n: int) -> GlobalResolution:
+        return GlobalResolution(p, q, n, **self.options)
+
+    def _transport(self, p2, q3, n, drafts):
+        laws, plan = np.empty_like(p2), None
+        for b in range(p2.shape[0]):  # consecutive equal (p, q) rows share a plan
+            if plan is None or not (np.array_equal(p2[b], p2[b - 1]) and np.array_equal(q3[b], q3[b - 1])):
+                plan = self.plan(p2[b], q3[b, 0], n)
+            laws[b] = plan.transport(drafts[b])
+        return laws
+
+    def acceptance(self, p, q, n=None):
+        p2, q3, n, batched = batched_inputs(p, q, n, "iid")
+        out = np.array([self.plan(p2[b], q3[b, 0], n).alpha for b in range(p2.shape[0])])
+        return out if batched else float(out[0])
+
+
 _REGISTRY: Dict[str, Type[Verifier]] = {}
 
 
@@ -163,7 +200,7 @@ def register(cls: Type[Verifier]) -> Type[Verifier]:
     return cls
 
 
-for _cls in (SpeculativeSampling, NaiveRejection, OptimalTransport):
+for _cls in (SpeculativeSampling, NaiveRejection, OptimalTransport, GlobalResolutionVerifier):
     register(_cls)
 
 

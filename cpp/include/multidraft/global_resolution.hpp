@@ -164,8 +164,11 @@ class GlobalResolutionPlan {
   const std::vector<char>& smallest_minimiser() const { return split_.subset.in_H; }
   const SystemReport& outer_report() const { return outer_; }
   const SystemReport& inner_report() const { return inner_; }
+  // The Lemma 6.6 guarantees were met: L1 <= 15 tau and acceptance within 10 tau (the corrected
+  // stopping rule implies both; with the paper's threshold they are checked, not assumed).
   bool success() const {
-    return outer_.converged && inner_.converged && outer_.within_budget && inner_.within_budget;
+    return outer_.within_budget && inner_.within_budget && l1_bound() <= 15.0 * options_.tau &&
+           acceptance_bound() <= 10.0 * options_.tau;
   }
   // Lemma 6.6 with a = outer, b = inner row deviation bounds: output L1 error <= a + 2b,
   // acceptance error <= a + b.

@@ -1,0 +1,128 @@
+"""Global Resolution (seed 000 §6, Algorithm 1) against the exact oracle, by enumeration.
+
+Whenever ``success`` is true the assembled transport must meet p within 15 tau in L1 and its
+acceptance must be within 10 tau of alpha*; ``success`` is false only when the bound really was
+not met; the fallback path is exactly lossless. p = TARGET, q = DRAFT.
+"""
+import numpy as np
+import pytest
+
+import multidraft as md
+from conftest import IID, TOL, Case, case_id, dirichlet
+
+# More instances on top of the shared i.i.d. ones: larger V, all concentrations, n up to 4.
+def extra_cases(count=200, seed=606):
+    rng = np.random.default_rng(seed)
+    cases = []
+    for k in range(count):
+        V, n = int(rng.integers(4, 9)), int(rng.integers(1, 5))
+        if V ** n > 5000:
+            n = 2
+        conc = (0.1, 0.5, 2.0, 10.0)[k % 4]
+        p, q = dirichlet(rng, V, conc), dirichlet(rng, V, conc)
+        if k % 5 == 0:  # draft top-k: zeros in q, p stays full
+            q[np.argsort(q)[: V // 2]] = 0.0
+            q /= q.sum()
+        cases.append(Case(f"gr{k}-V{V}-n{n}-c{conc}", p, q, n))
+    return cases
+
+
+CASES = IID + extra_cases()
+
+
+def enumerate_plan(case, plan):
+    """(L1 distance of the output marginal to p, enumerated acceptance, laws) over all tuples."""
+    tuples, probs = case.support
+    laws = plan.transport(tuples)
+    assert laws.min() >= -1e-15
+    np.testing.assert_allclose(laws.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    accepted = sum(prob * laws[k, np.unique(w)].sum() for k, (w, prob) in enumerate(zip(tuples, probs)))
+    return np.abs(probs @ laws - case.p64).sum(), accepted
+
+
+@pytest.mark.parametrize("tau", [1e-2, 1e-3, 1e-4])
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_bounds_hold_whenever_success(case, tau):
+    plan = md.GlobalResolution(case.p, case.q, case.n, tau=tau)
+    l1, accepted = enumerate_plan(case, plan)
+    alpha_star = case.brute[0]
+    assert abs(plan.alpha_star - alpha_star) <= TOL
+    assert abs(accepted - plan.alpha) <= TOL, "alpha must be the plan's own acceptance"
+    # The certified bounds of Lemma 6.6 hold whatever success says ...
+    assert l1 <= plan.l1_bound + 1e-12
+    assert abs(accepted - alpha_star) <= plan.acceptance_bound + 1e-12
+    if plan.success:  # ... and success means they are within the promise
+        assert l1 <= 15 * tau and abs(accepted - alpha_star) <= 10 * tau
+    else:
+        assert plan.l1_bound > 15 * tau or plan.acceptance_bound > 10 * tau
+
+
+def test_success_rate_on_the_oracle_instances():
+    failures = [c.name for c in CASES if not md.GlobalResolution(c.p, c.q, c.n, tau=1e-3).success]
+    assert len(failures) <= 0.01 * len(CASES), failures
+
+
+@pytest.mark.parametrize("case", CASES[::7], ids=case_id)
+def test_paper_threshold_bound_is_reported_honestly(case):
+    """Algorithm 1's 5 tau threshold (spec §8.3): the bound is checked, not assumed."""
+    plan = md.GlobalResolution(case.p, case.q, case.n, tau=5e-2, paper_threshold=True)
+    l1, accepted = enumerate_plan(case, plan)
+    assert l1 <= plan.l1_bound + 1e-12
+    assert plan.success == (plan.l1_bound <= 15 * 5e-2 and plan.acceptance_bound <= 10 * 5e-2)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.n >= 2][::5], ids=case_id)
+def test_fallback_is_exactly_lossless(case):
+    """A zero work budget makes every non-trivial system fail; the fallback must then be exact."""
+    plan = md.GlobalResolution(case.p, case.q, case.n, tau=1e-3, max_terms=0, fallback=True)
+    l1, accepted = enumerate_plan(case, plan)
+    if plan.used_fallback:
+        assert not plan.success
+        assert l1 <= TOL and abs(accepted - case.brute[0]) <= TOL and abs(plan.alpha - case.brute[0]) <= TOL
+    else:  # nothing to solve: both truncation sets are empty
+        d = plan.diagnostics
+        assert plan.success and d["outer"]["truncation_size"] == 0 and d["inner"]["truncation_size"] == 0
+
+
+def test_a_failed_budget_is_reported():
+    rng = np.random.default_rng(3)
+    p, q = dirichlet(rng, 40, 1.0), dirichlet(rng, 40, 1.0)
+    plan = md.GlobalResolution(p, q, 3, tau=1e-4, max_terms=10)
+    assert not plan.success and not plan.used_fallback
+    d = plan.diagnostics
+    assert not (d["outer"]["within_budget"] and d["inner"]["within_budget"])
+
+
+@pytest.mark.parametrize("case", [c for c in IID if c.n == 1], ids=case_id)
+def test_single_draft_reproduces_the_closed_form(case):
+    """n = 1: Theta_T separates with e^a / (1 + e^a) = p/q, so GR is the SpS closed form (spec §3)."""
+    plan = md.GlobalResolution(case.p, case.q, 1, tau=1e-10)
+    sps = md.verifier("sps")
+    for (w,), _ in zip(*case.support):
+        np.testing.assert_allclose(plan.transport([w]), sps.transport(case.p, case.q, [w]), rtol=0, atol=1e-7)
+
+
+def test_large_vocabulary_bounds_against_exact_plan():
+    """Beyond enumeration: compare with the exact max-flow plan on draft tuples of a V = 3000 pair."""
+    rng = np.random.default_rng(8)
+    logits = rng.standard_t(3, size=3000) * 2
+    p = np.exp(logits - logits.max()); p /= p.sum()
+    q = np.exp(logits + rng.normal(0, 1, 3000)); q[np.argsort(q)[:-40]] = 0; q /= q.sum()
+    plan = md.GlobalResolution(p, q, 2, tau=1e-4)
+    exact = md.solve_otlp(p, q, 2, method="maxflow_cs")
+    assert plan.success and abs(plan.alpha - exact.alpha) <= 10 * 1e-4
+    assert abs(plan.alpha_star - exact.alpha) <= 1e-12
+
+
+@pytest.mark.parametrize("scheme, q_shape", [("without_replacement", (5,)), ("independent", (2, 5))])
+def test_non_iid_schemes_are_refused(scheme, q_shape):
+    p = np.full(5, 0.2)
+    q = np.full(q_shape, 0.2)
+    with pytest.raises(ValueError, match="i.i.d."):
+        md.GlobalResolution(p, q, 2, scheme=scheme)
+
+
+@pytest.mark.parametrize("tau", [0, -1e-3, 1.5, float("nan")])
+def test_bad_tau(tau):
+    with pytest.raises(ValueError, match="'tau'"):
+        md.GlobalResolution(np.full(4, 0.25), np.full(4, 0.25), 2, tau=tau)
