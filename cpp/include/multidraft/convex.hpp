@@ -25,39 +25,82 @@ struct GroupedTerms {
   std::size_t size() const { return weight.size(); }
 };
 
+// Second-order information at a point: the dense Hessian (small problems) or, matrix-free,
+// every member's softmax share and the Hessian diagonal (large problems).
+struct Curvature {
+  bool dense = true;
+  Eigen::MatrixXd hessian;
+  std::vector<double> share;  // aligned with GroupedTerms::members
+  Eigen::VectorXd diagonal;
+};
+
 struct ConvexObjective {
   GroupedTerms terms;
   Eigen::VectorXd target;  // t_i: outer row targets p_i, or inner p(i)
   bool slack = false;      // inner problem: a slack token with a = 0 in every term
 
-  // Value; gradient and Hessian when asked (nullptr skips them).
-  double evaluate(const Eigen::VectorXd& a, Eigen::VectorXd* gradient, Eigen::MatrixXd* hessian) const {
+  // Value; gradient and curvature when asked (nullptr skips them). While every |a_i| <= 600,
+  // e^{a_i} is computed once per variable instead of once per term member (no overflow or
+  // underflow is possible then); beyond, each term is shifted by its own maximum.
+  double evaluate(const Eigen::VectorXd& a, Eigen::VectorXd* gradient, Curvature* curvature) const {
     const int m = terms.variables;
     double value = -target.dot(a);
     if (gradient) *gradient = -target;
-    if (hessian) hessian->setZero(m, m);
-    std::vector<double> share;
+    if (curvature) {
+      if (curvature->dense) curvature->hessian.setZero(m, m);
+      curvature->share.resize(terms.members.size());
+      curvature->diagonal.setZero(m);
+    }
+    const bool unshifted = m == 0 || a.cwiseAbs().maxCoeff() <= 600.0;
+    Eigen::VectorXd power;
+    if (unshifted) power = a.array().exp();
+    std::vector<double> local;
     for (std::size_t k = 0; k < terms.size(); ++k) {
       const std::int64_t begin = terms.offsets[k], end = terms.offsets[k + 1];
-      double shift = slack ? 0.0 : -std::numeric_limits<double>::infinity();
-      for (std::int64_t j = begin; j < end; ++j) shift = std::max(shift, a[terms.members[j]]);
-      double total = slack ? std::exp(-shift) : 0.0;
-      share.assign(end - begin, 0.0);
-      for (std::int64_t j = begin; j < end; ++j) total += share[j - begin] = std::exp(a[terms.members[j]] - shift);
       const double w = terms.weight[k];
-      value += w * (shift + std::log(total));
+      double shift = 0.0, total = 0.0;
+      local.resize(end - begin);
+      if (unshifted) {
+        for (std::int64_t j = begin; j < end; ++j) total += local[j - begin] = power[terms.members[j]];
+        value += w * (slack ? std::log1p(total) : std::log(total));
+        if (slack) total += 1.0;
+      } else {
+        shift = slack ? 0.0 : -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = begin; j < end; ++j) shift = std::max(shift, a[terms.members[j]]);
+        total = slack ? std::exp(-shift) : 0.0;
+        for (std::int64_t j = begin; j < end; ++j) total += local[j - begin] = std::exp(a[terms.members[j]] - shift);
+        value += w * (shift + std::log(total));
+      }
       if (!gradient) continue;
-      for (double& s : share) s /= total;
       for (std::int64_t j = begin; j < end; ++j) {
         const int u = terms.members[j];
-        const double su = share[j - begin];
+        const double su = local[j - begin] / total;
         (*gradient)[u] += w * su;
-        if (!hessian) continue;
-        (*hessian)(u, u) += w * su;
-        for (std::int64_t l = begin; l < end; ++l) (*hessian)(u, terms.members[l]) -= w * su * share[l - begin];
+        if (!curvature) continue;
+        curvature->share[j] = su;
+        curvature->diagonal[u] += w * su * (1.0 - su);
+        if (!curvature->dense) continue;
+        curvature->hessian(u, u) += w * su;
+        for (std::int64_t l = begin; l < end; ++l)
+          curvature->hessian(u, terms.members[l]) -= w * su * local[l - begin] / total;
       }
     }
     return value;
+  }
+
+  // Hessian-vector product from stored shares: each term adds w (s ∘ v - s (s · v)) (spec §2.6).
+  void hessian_times(const Curvature& curvature, const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+    out.setZero(terms.variables);
+    for (std::size_t k = 0; k < terms.size(); ++k) {
+      const std::int64_t begin = terms.offsets[k], end = terms.offsets[k + 1];
+      double dot = 0.0;
+      for (std::int64_t j = begin; j < end; ++j) dot += curvature.share[j] * v[terms.members[j]];
+      const double w = terms.weight[k];
+      for (std::int64_t j = begin; j < end; ++j) {
+        const int u = terms.members[j];
+        out[u] += w * curvature.share[j] * (v[u] - dot);
+      }
+    }
   }
 };
 
@@ -68,11 +111,50 @@ struct NewtonReport {
   bool converged = false;
 };
 
+// Problems with more variables than this use matrix-free conjugate gradients for the Newton
+// system instead of a dense Cholesky factorisation (O(m^3), tens of ms at m = 1000; spec §6.2).
+constexpr int kDenseNewtonLimit = 250;
+
+// Solves (H + lambda I) d = -g approximately by Jacobi-preconditioned conjugate gradients,
+// to the inexact-Newton forcing tolerance eta ||g||. `gauge`: work in the zero-mean subspace.
+inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, const Curvature& curvature,
+                                           const Eigen::VectorXd& g, double lambda, bool gauge) {
+  const int m = objective.terms.variables;
+  auto project = [&](Eigen::VectorXd& x) {
+    if (gauge) x.array() -= x.mean();
+  };
+  const Eigen::VectorXd preconditioner = (curvature.diagonal.array() + lambda).inverse().matrix();
+  Eigen::VectorXd d = Eigen::VectorXd::Zero(m), r = -g, z(m), direction(m), Hd(m);
+  project(r);
+  const double r0 = r.norm();
+  const double tolerance = std::min(0.1, std::sqrt(r0)) * r0;
+  z = preconditioner.cwiseProduct(r);
+  project(z);
+  direction = z;
+  double rz = r.dot(z);
+  for (int iteration = 0; iteration < 100 && r.norm() > tolerance; ++iteration) {
+    objective.hessian_times(curvature, direction, Hd);
+    Hd += lambda * direction;
+    project(Hd);
+    const double curvature_along = direction.dot(Hd);
+    if (!(curvature_along > 0.0)) break;
+    const double step = rz / curvature_along;
+    d += step * direction;
+    r -= step * Hd;
+    z = preconditioner.cwiseProduct(r);
+    project(z);
+    const double rz_next = r.dot(z);
+    direction = z + (rz_next / rz) * direction;
+    rz = rz_next;
+  }
+  return d.isZero(0.0) ? Eigen::VectorXd(-preconditioner.cwiseProduct(g)) : d;
+}
+
 // Damped Newton with the exact Hessian (spec §2.9): solve (H + lambda I) d = -g, lambda raised
-// tenfold until the Cholesky factorisation succeeds; Armijo backtracking. With `gauge` (outer
-// problem) the objective is linear along 1, so g and d are centred: the 1-component of the
-// gradient is -delta_T whatever a is. Stops when ||g||_1 <= threshold (the L1 norm the theory
-// needs, not SciPy's max-norm; spec §8.4).
+// tenfold until the Cholesky factorisation succeeds (large problems: conjugate gradients);
+// Armijo backtracking. With `gauge` (outer problem) the objective is linear along 1, so g and d
+// are centred: the 1-component of the gradient is -delta_T whatever a is. Stops when
+// ||g||_1 <= threshold (the L1 norm the theory needs, not SciPy's max-norm; spec §8.4).
 inline NewtonReport minimise_newton(const ConvexObjective& objective, Eigen::VectorXd start, double threshold,
                                     int max_iterations, bool gauge) {
   NewtonReport report;
@@ -82,9 +164,10 @@ inline NewtonReport minimise_newton(const ConvexObjective& objective, Eigen::Vec
     report.converged = true;
     return report;
   }
-  Eigen::VectorXd g(m), trial_gradient(m), d(m);
-  Eigen::MatrixXd H(m, m);
-  double f = objective.evaluate(report.solution, &g, &H);
+  Eigen::VectorXd g(m), d(m);
+  Curvature curvature;
+  curvature.dense = m <= kDenseNewtonLimit;
+  double f = objective.evaluate(report.solution, &g, &curvature);
   for (;; ++report.iterations) {
     report.gradient_l1 = g.lpNorm<1>();
     if (report.gradient_l1 <= threshold) {
@@ -94,27 +177,29 @@ inline NewtonReport minimise_newton(const ConvexObjective& objective, Eigen::Vec
     if (report.iterations >= max_iterations) return report;
     Eigen::VectorXd descent = g;
     if (gauge) descent.array() -= descent.mean();
-    double lambda = 1e-12 * std::max(1.0, H.trace() / m);
-    Eigen::LLT<Eigen::MatrixXd> factor;
-    for (int attempt = 0; attempt < 40; ++attempt, lambda *= 10.0) {
-      factor.compute(H + lambda * Eigen::MatrixXd::Identity(m, m));
-      if (factor.info() == Eigen::Success) break;
+    double lambda = 1e-12 * std::max(1.0, curvature.diagonal.sum() / m);
+    if (curvature.dense) {
+      Eigen::LLT<Eigen::MatrixXd> factor;
+      for (int attempt = 0; attempt < 40; ++attempt, lambda *= 10.0) {
+        factor.compute(curvature.hessian + lambda * Eigen::MatrixXd::Identity(m, m));
+        if (factor.info() == Eigen::Success) break;
+      }
+      d = -factor.solve(descent);
+    } else {
+      d = newton_direction_cg(objective, curvature, g, lambda, gauge);
     }
-    d = -factor.solve(descent);
     if (gauge) d.array() -= d.mean();
     const double slope = g.dot(d);
     if (!(slope < 0.0)) return report;  // no descent left at machine precision
     double step = 1.0;
     Eigen::VectorXd trial;
-    double f_trial = f;
     for (; step >= 1e-10; step *= 0.5) {
       trial = report.solution + step * d;
-      f_trial = objective.evaluate(trial, nullptr, nullptr);
-      if (f_trial <= f + 1e-4 * step * slope) break;
+      if (objective.evaluate(trial, nullptr, nullptr) <= f + 1e-4 * step * slope) break;
     }
     if (step < 1e-10) return report;
     report.solution = std::move(trial);
-    f = objective.evaluate(report.solution, &g, &H);
+    f = objective.evaluate(report.solution, &g, &curvature);
   }
 }
 

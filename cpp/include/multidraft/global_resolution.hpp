@@ -56,7 +56,11 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   const int B = static_cast<int>(bases.size());
   terms = GroupedTerms{};
   terms.variables = m;
+  terms.offsets.reserve(static_cast<std::size_t>(count) + 1);
+  terms.members.reserve(static_cast<std::size_t>(members));
+  terms.weight.reserve(static_cast<std::size_t>(count));
   weights.assign(B, {});
+  for (auto& w : weights) w.reserve(static_cast<std::size_t>(count));
   // polynomial[depth][base] holds n + 1 coefficients
   std::vector<std::vector<double>> polynomial((n + 1) * B, std::vector<double>(n + 1));
   for (int b = 0; b < B; ++b) exponential_base(bases[b], n, polynomial[b].data());
@@ -234,17 +238,17 @@ class GlobalResolutionPlan {
     report.gradient_l1 = solved.gradient_l1;
     report.iterations = solved.iterations;
     report.converged = solved.converged;
-    if (acceptance) {
+    if (acceptance) {  // sum_U weight1_U * (1 - slack share), the slack share from the curvature pass
+      Eigen::VectorXd gradient;
+      Curvature shares;
+      shares.dense = false;
+      objective.evaluate(solved.solution, &gradient, &shares);
       *acceptance = 0.0;
       const GroupedTerms& terms = objective.terms;
       for (std::size_t k = 0; k < terms.size(); ++k) {
-        double shift = 0.0;
-        for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j)
-          shift = std::max(shift, solved.solution[terms.members[j]]);
         double accepted = 0.0;
-        for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j)
-          accepted += std::exp(solved.solution[terms.members[j]] - shift);
-        *acceptance += weights[1][k] * accepted / (std::exp(-shift) + accepted);
+        for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j) accepted += shares.share[j];
+        *acceptance += weights[1][k] * accepted;
       }
     }
     return std::vector<double>(solved.solution.data(), solved.solution.data() + m);
