@@ -39,12 +39,13 @@ struct ConvexObjective {
   Eigen::VectorXd target;  // t_i: outer row targets p_i, or inner p(i)
   bool slack = false;      // inner problem: a slack token with a = 0 in every term
 
-  // Value; gradient and curvature when asked (nullptr skips them). While every |a_i| <= 600,
+  // Value, gradient and curvature, each only when asked (nullptr skips it; the value costs one
+  // logarithm per term, so the Newton loop avoids it when it can). While every |a_i| <= 600,
   // e^{a_i} is computed once per variable instead of once per term member (no overflow or
   // underflow is possible then); beyond, each term is shifted by its own maximum.
-  double evaluate(const Eigen::VectorXd& a, Eigen::VectorXd* gradient, Curvature* curvature) const {
+  void evaluate(const Eigen::VectorXd& a, double* value, Eigen::VectorXd* gradient, Curvature* curvature) const {
     const int m = terms.variables;
-    double value = -target.dot(a);
+    if (value) *value = -target.dot(a);
     if (gradient) *gradient = -target;
     if (curvature) {
       if (curvature->dense) curvature->hessian.setZero(m, m);
@@ -62,30 +63,30 @@ struct ConvexObjective {
       local.resize(end - begin);
       if (unshifted) {
         for (std::int64_t j = begin; j < end; ++j) total += local[j - begin] = power[terms.members[j]];
-        value += w * (slack ? std::log1p(total) : std::log(total));
+        if (value) *value += w * (slack ? std::log1p(total) : std::log(total));
         if (slack) total += 1.0;
       } else {
         shift = slack ? 0.0 : -std::numeric_limits<double>::infinity();
         for (std::int64_t j = begin; j < end; ++j) shift = std::max(shift, a[terms.members[j]]);
         total = slack ? std::exp(-shift) : 0.0;
         for (std::int64_t j = begin; j < end; ++j) total += local[j - begin] = std::exp(a[terms.members[j]] - shift);
-        value += w * (shift + std::log(total));
+        if (value) *value += w * (shift + std::log(total));
       }
       if (!gradient) continue;
+      const double inverse_total = 1.0 / total;
+      for (double& x : local) x *= inverse_total;  // softmax shares
       for (std::int64_t j = begin; j < end; ++j) {
         const int u = terms.members[j];
-        const double su = local[j - begin] / total;
+        const double su = local[j - begin];
         (*gradient)[u] += w * su;
         if (!curvature) continue;
         curvature->share[j] = su;
         curvature->diagonal[u] += w * su * (1.0 - su);
         if (!curvature->dense) continue;
         curvature->hessian(u, u) += w * su;
-        for (std::int64_t l = begin; l < end; ++l)
-          curvature->hessian(u, terms.members[l]) -= w * su * local[l - begin] / total;
+        for (std::int64_t l = begin; l < end; ++l) curvature->hessian(u, terms.members[l]) -= w * su * local[l - begin];
       }
     }
-    return value;
   }
 
   // Hessian-vector product from stored shares: each term adds w (s ∘ v - s (s · v)) (spec §2.6).
@@ -151,10 +152,12 @@ inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, con
 }
 
 // Damped Newton with the exact Hessian (spec §2.9): solve (H + lambda I) d = -g, lambda raised
-// tenfold until the Cholesky factorisation succeeds (large problems: conjugate gradients);
-// Armijo backtracking. With `gauge` (outer problem) the objective is linear along 1, so g and d
-// are centred: the 1-component of the gradient is -delta_T whatever a is. Stops when
-// ||g||_1 <= threshold (the L1 norm the theory needs, not SciPy's max-norm; spec §8.4).
+// tenfold until the Cholesky factorisation succeeds (large problems: conjugate gradients).
+// The full step is taken when it lowers ||g||_1, which near the solution it always does; only
+// otherwise does Armijo backtracking on the objective value run (values cost a log per term).
+// With `gauge` (outer problem) the objective is linear along 1, so g and d are centred: the
+// 1-component of the gradient is -delta_T whatever a is. Stops when ||g||_1 <= threshold (the L1
+// norm the theory needs, not SciPy's max-norm; spec §8.4).
 inline NewtonReport minimise_newton(const ConvexObjective& objective, Eigen::VectorXd start, double threshold,
                                     int max_iterations, bool gauge) {
   NewtonReport report;
@@ -164,10 +167,10 @@ inline NewtonReport minimise_newton(const ConvexObjective& objective, Eigen::Vec
     report.converged = true;
     return report;
   }
-  Eigen::VectorXd g(m), d(m);
-  Curvature curvature;
-  curvature.dense = m <= kDenseNewtonLimit;
-  double f = objective.evaluate(report.solution, &g, &curvature);
+  Eigen::VectorXd g(m), d(m), trial_gradient(m);
+  Curvature curvature, trial_curvature;
+  curvature.dense = trial_curvature.dense = m <= kDenseNewtonLimit;
+  objective.evaluate(report.solution, nullptr, &g, &curvature);
   for (;; ++report.iterations) {
     report.gradient_l1 = g.lpNorm<1>();
     if (report.gradient_l1 <= threshold) {
@@ -191,15 +194,24 @@ inline NewtonReport minimise_newton(const ConvexObjective& objective, Eigen::Vec
     if (gauge) d.array() -= d.mean();
     const double slope = g.dot(d);
     if (!(slope < 0.0)) return report;  // no descent left at machine precision
-    double step = 1.0;
-    Eigen::VectorXd trial;
-    for (; step >= 1e-10; step *= 0.5) {
-      trial = report.solution + step * d;
-      if (objective.evaluate(trial, nullptr, nullptr) <= f + 1e-4 * step * slope) break;
+
+    Eigen::VectorXd trial = report.solution + d;
+    objective.evaluate(trial, nullptr, &trial_gradient, &trial_curvature);
+    if (trial_gradient.lpNorm<1>() >= report.gradient_l1) {  // Armijo backtracking on the value
+      double f = 0.0, f_trial = 0.0;
+      objective.evaluate(report.solution, &f, nullptr, nullptr);
+      double step = 1.0;
+      for (; step >= 1e-10; step *= 0.5) {
+        trial = report.solution + step * d;
+        objective.evaluate(trial, &f_trial, nullptr, nullptr);
+        if (f_trial <= f + 1e-4 * step * slope) break;
+      }
+      if (step < 1e-10) return report;
+      if (step < 1.0) objective.evaluate(trial, nullptr, &trial_gradient, &trial_curvature);
     }
-    if (step < 1e-10) return report;
     report.solution = std::move(trial);
-    f = objective.evaluate(report.solution, &g, &curvature);
+    std::swap(g, trial_gradient);
+    std::swap(curvature, trial_curvature);
   }
 }
 

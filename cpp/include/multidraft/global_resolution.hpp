@@ -45,8 +45,9 @@ struct SystemReport {
 };
 
 // Grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
-// (spec §2.7), by depth-first search sharing each parent's polynomial: O(n^2) per subset.
-// Returns false (and builds nothing) when the term count would exceed max_terms.
+// (spec §2.7), by depth-first search sharing each parent's polynomial: O(n^2) per subset, with
+// each token's factor coefficients q^d / d! computed once. Returns false (and builds nothing)
+// when the term count would exceed max_terms.
 inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
                                 double max_terms, GroupedTerms& terms, std::vector<std::vector<double>>& weights) {
   double count, members;
@@ -54,6 +55,7 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   if (count > max_terms) return false;
   const int m = static_cast<int>(member_mass.size());
   const int B = static_cast<int>(bases.size());
+  const int width = n + 1;
   terms = GroupedTerms{};
   terms.variables = m;
   terms.offsets.reserve(static_cast<std::size_t>(count) + 1);
@@ -61,24 +63,39 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   terms.weight.reserve(static_cast<std::size_t>(count));
   weights.assign(B, {});
   for (auto& w : weights) w.reserve(static_cast<std::size_t>(count));
-  // polynomial[depth][base] holds n + 1 coefficients
-  std::vector<std::vector<double>> polynomial((n + 1) * B, std::vector<double>(n + 1));
-  for (int b = 0; b < B; ++b) exponential_base(bases[b], n, polynomial[b].data());
+
+  std::vector<double> factor(static_cast<std::size_t>(m) * width, 0.0);  // q^d / d!, d = 0..n
+  for (int k = 0; k < m; ++k) {
+    double term = 1.0;
+    for (int d = 1; d <= n; ++d) factor[k * width + d] = term *= member_mass[k] / d;
+  }
+  double n_factorial = 1.0;
+  for (int d = 2; d <= n; ++d) n_factorial *= d;
+
+  std::vector<double> polynomial(static_cast<std::size_t>(n + 1) * B * width);  // [depth][base][degree]
+  for (int b = 0; b < B; ++b) exponential_base(bases[b], n, &polynomial[b * width]);
   std::vector<int> current;
   auto recurse = [&](auto&& self, int start, int depth) -> void {
     for (int k = start; k < m; ++k) {
       current.push_back(k);
+      const double* f = &factor[k * width];
       bool positive = false;
-      for (int b = 0; b < B; ++b) {
-        multiply_by_token_factor(polynomial[depth * B + b].data(), member_mass[k], n,
-                                 polynomial[(depth + 1) * B + b].data());
-        positive = positive || polynomial[(depth + 1) * B + b][n] > 0.0;
+      for (int b = 0; b < B; ++b) {  // child = parent * (e^{q_k x} - 1), truncated at degree n
+        const double* in = &polynomial[(depth * B + b) * width];
+        double* out = &polynomial[((depth + 1) * B + b) * width];
+        out[0] = 0.0;
+        for (int degree = 1; degree <= n; ++degree) {
+          double acc = 0.0;
+          for (int j = 0; j < degree; ++j) acc += in[j] * f[degree - j];
+          out[degree] = acc;
+        }
+        positive = positive || out[n] > 0.0;
       }
       if (positive) {
         terms.members.insert(terms.members.end(), current.begin(), current.end());
         terms.offsets.push_back(static_cast<std::int64_t>(terms.members.size()));
-        terms.weight.push_back(tuples_of_length(polynomial[(depth + 1) * B].data(), n));
-        for (int b = 0; b < B; ++b) weights[b].push_back(tuples_of_length(polynomial[(depth + 1) * B + b].data(), n));
+        for (int b = 0; b < B; ++b) weights[b].push_back(polynomial[((depth + 1) * B + b) * width + n] * n_factorial);
+        terms.weight.push_back(weights[0].back());
       }
       if (depth + 1 < n) self(self, k + 1, depth + 1);
       current.pop_back();
@@ -242,7 +259,7 @@ class GlobalResolutionPlan {
       Eigen::VectorXd gradient;
       Curvature shares;
       shares.dense = false;
-      objective.evaluate(solved.solution, &gradient, &shares);
+      objective.evaluate(solved.solution, nullptr, &gradient, &shares);
       *acceptance = 0.0;
       const GroupedTerms& terms = objective.terms;
       for (std::size_t k = 0; k < terms.size(); ++k) {
