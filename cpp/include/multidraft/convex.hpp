@@ -15,6 +15,9 @@
 
 namespace multidraft {
 
+// Largest term (number of drafts n) the objectives handle; bounded so shares live on the stack.
+constexpr int kMaxTermSize = 16;
+
 // Terms over variables 0..m-1 in CSR form: term k has members[offsets[k] .. offsets[k+1]).
 struct GroupedTerms {
   int variables = 0;
@@ -55,12 +58,11 @@ struct ConvexObjective {
     const bool unshifted = m == 0 || a.cwiseAbs().maxCoeff() <= 600.0;
     Eigen::VectorXd power;
     if (unshifted) power = a.array().exp();
-    std::vector<double> local;
+    double local[kMaxTermSize];
     for (std::size_t k = 0; k < terms.size(); ++k) {
       const std::int64_t begin = terms.offsets[k], end = terms.offsets[k + 1];
       const double w = terms.weight[k];
       double shift = 0.0, total = 0.0;
-      local.resize(end - begin);
       if (unshifted) {
         for (std::int64_t j = begin; j < end; ++j) total += local[j - begin] = power[terms.members[j]];
         if (value) *value += w * (slack ? std::log1p(total) : std::log(total));
@@ -74,7 +76,7 @@ struct ConvexObjective {
       }
       if (!gradient) continue;
       const double inverse_total = 1.0 / total;
-      for (double& x : local) x *= inverse_total;  // softmax shares
+      for (std::int64_t j = 0; j < end - begin; ++j) local[j] *= inverse_total;  // softmax shares
       for (std::int64_t j = begin; j < end; ++j) {
         const int u = terms.members[j];
         const double su = local[j - begin];
@@ -104,6 +106,18 @@ struct ConvexObjective {
     }
   }
 };
+
+// Storage reused from one solve to the next on the same thread (see convex_workspace).
+struct ConvexWorkspace {
+  ConvexObjective objective;
+  std::vector<std::vector<double>> extra_weights;
+  Curvature curvature, trial_curvature;  // on return, `curvature` holds the solution's shares
+};
+
+inline ConvexWorkspace& convex_workspace() {
+  thread_local ConvexWorkspace workspace;
+  return workspace;
+}
 
 struct NewtonReport {
   Eigen::VectorXd solution;
@@ -159,7 +173,7 @@ inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, con
 // 1-component of the gradient is -delta_T whatever a is. Stops when ||g||_1 <= threshold (the L1
 // norm the theory needs, not SciPy's max-norm; spec §8.4).
 inline NewtonReport minimise_newton(const ConvexObjective& objective, Eigen::VectorXd start, double threshold,
-                                    int max_iterations, bool gauge) {
+                                    int max_iterations, bool gauge, ConvexWorkspace& workspace) {
   NewtonReport report;
   const int m = objective.terms.variables;
   report.solution = std::move(start);
@@ -168,7 +182,8 @@ inline NewtonReport minimise_newton(const ConvexObjective& objective, Eigen::Vec
     return report;
   }
   Eigen::VectorXd g(m), d(m), trial_gradient(m);
-  Curvature curvature, trial_curvature;
+  Curvature& curvature = workspace.curvature;
+  Curvature& trial_curvature = workspace.trial_curvature;
   curvature.dense = trial_curvature.dense = m <= kDenseNewtonLimit;
   objective.evaluate(report.solution, nullptr, &g, &curvature);
   for (;; ++report.iterations) {
@@ -211,7 +226,7 @@ inline NewtonReport minimise_newton(const ConvexObjective& objective, Eigen::Vec
     }
     report.solution = std::move(trial);
     std::swap(g, trial_gradient);
-    std::swap(curvature, trial_curvature);
+    std::swap(curvature, trial_curvature);  // swaps storage, not contents: no copy
   }
 }
 

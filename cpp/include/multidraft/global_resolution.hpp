@@ -46,23 +46,26 @@ struct SystemReport {
 
 // Grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
 // (spec §2.7), by depth-first search sharing each parent's polynomial: O(n^2) per subset, with
-// each token's factor coefficients q^d / d! computed once. Returns false (and builds nothing)
-// when the term count would exceed max_terms.
+// each token's factor coefficients q^d / d! computed once. bases[0] gives terms.weight, each
+// further base a vector of `extra_weights`. Storage is resized, not reallocated, so a reused
+// workspace touches no new memory. Returns false when the term count would exceed max_terms.
 inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
-                                double max_terms, GroupedTerms& terms, std::vector<std::vector<double>>& weights) {
+                                double max_terms, GroupedTerms& terms,
+                                std::vector<std::vector<double>>& extra_weights) {
   double count, members;
   count_small_subsets(static_cast<std::int64_t>(member_mass.size()), n, count, members);
   if (count > max_terms) return false;
   const int m = static_cast<int>(member_mass.size());
   const int B = static_cast<int>(bases.size());
   const int width = n + 1;
-  terms = GroupedTerms{};
+  const std::size_t total_terms = static_cast<std::size_t>(count);
   terms.variables = m;
-  terms.offsets.reserve(static_cast<std::size_t>(count) + 1);
-  terms.members.reserve(static_cast<std::size_t>(members));
-  terms.weight.reserve(static_cast<std::size_t>(count));
-  weights.assign(B, {});
-  for (auto& w : weights) w.reserve(static_cast<std::size_t>(count));
+  terms.offsets.resize(total_terms + 1);
+  terms.offsets[0] = 0;
+  terms.members.resize(static_cast<std::size_t>(members));
+  terms.weight.resize(total_terms);
+  extra_weights.resize(B - 1);
+  for (auto& w : extra_weights) w.resize(total_terms);
 
   std::vector<double> factor(static_cast<std::size_t>(m) * width, 0.0);  // q^d / d!, d = 0..n
   for (int k = 0; k < m; ++k) {
@@ -75,7 +78,10 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   std::vector<double> polynomial(static_cast<std::size_t>(n + 1) * B * width);  // [depth][base][degree]
   for (int b = 0; b < B; ++b) exponential_base(bases[b], n, &polynomial[b * width]);
   std::vector<int> current;
+  std::size_t written = 0, member_end = 0;
+  std::vector<double> top(B);
   auto recurse = [&](auto&& self, int start, int depth) -> void {
+    const bool leaf = depth + 1 == n;  // leaves need only the degree-n coefficient
     for (int k = start; k < m; ++k) {
       current.push_back(k);
       const double* f = &factor[k * width];
@@ -83,25 +89,29 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
       for (int b = 0; b < B; ++b) {  // child = parent * (e^{q_k x} - 1), truncated at degree n
         const double* in = &polynomial[(depth * B + b) * width];
         double* out = &polynomial[((depth + 1) * B + b) * width];
-        out[0] = 0.0;
-        for (int degree = 1; degree <= n; ++degree) {
+        for (int degree = leaf ? n : 1; degree <= n; ++degree) {
           double acc = 0.0;
           for (int j = 0; j < degree; ++j) acc += in[j] * f[degree - j];
           out[degree] = acc;
         }
-        positive = positive || out[n] > 0.0;
+        top[b] = out[n] * n_factorial;
+        positive = positive || top[b] > 0.0;
       }
       if (positive) {
-        terms.members.insert(terms.members.end(), current.begin(), current.end());
-        terms.offsets.push_back(static_cast<std::int64_t>(terms.members.size()));
-        for (int b = 0; b < B; ++b) weights[b].push_back(polynomial[((depth + 1) * B + b) * width + n] * n_factorial);
-        terms.weight.push_back(weights[0].back());
+        for (int member : current) terms.members[member_end++] = member;
+        terms.offsets[written + 1] = static_cast<std::int64_t>(member_end);
+        for (int b = 1; b < B; ++b) extra_weights[b - 1][written] = top[b];
+        terms.weight[written++] = top[0];
       }
-      if (depth + 1 < n) self(self, k + 1, depth + 1);
+      if (!leaf) self(self, k + 1, depth + 1);
       current.pop_back();
     }
   };
   recurse(recurse, 0, 0);
+  terms.offsets.resize(written + 1);
+  terms.members.resize(member_end);
+  terms.weight.resize(written);
+  for (auto& w : extra_weights) w.resize(written);
   return true;
 }
 
@@ -125,6 +135,8 @@ class GlobalResolutionPlan {
       : V_(V), n_(n), options_(options), split_(p, q, V, n),
         outer_alpha_(V, 0.0), inner_alpha_(V, -std::numeric_limits<double>::infinity()) {
     if (!(options.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
+    if (n > kMaxTermSize)
+      throw std::invalid_argument("'n' must be <= " + std::to_string(kMaxTermSize) + " for Global Resolution");
     double q_total = 0.0, mass_H = 0.0;
     for (int i = 0; i < V; ++i) q_total += q[i];
     for (int k = 0; k < split_.h; ++k) mass_H += q[split_.order[k]];
@@ -237,10 +249,12 @@ class GlobalResolutionPlan {
     report.truncation_size = m;
     std::vector<double> member_mass(m);
     for (int k = 0; k < m; ++k) member_mass[k] = q[tokens[k]];
-    ConvexObjective objective;
+    // The terms live in a per-thread workspace: one plan per token, same sizes every time, so
+    // reusing the storage avoids allocating (and faulting in) tens of MB per call.
+    ConvexWorkspace& workspace = convex_workspace();
+    ConvexObjective& objective = workspace.objective;
     objective.slack = slack;
-    std::vector<std::vector<double>> weights;
-    if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective.terms, weights)) {
+    if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective.terms, workspace.extra_weights)) {
       double count, members;
       count_small_subsets(m, n_, count, members);
       report.terms = count;
@@ -251,21 +265,19 @@ class GlobalResolutionPlan {
     report.terms = static_cast<double>(objective.terms.size());
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
     NewtonReport solved = minimise_newton(objective, Eigen::VectorXd::Zero(m), report.threshold,
-                                          options_.max_iterations, !slack);
+                                          options_.max_iterations, !slack, workspace);
     report.gradient_l1 = solved.gradient_l1;
     report.iterations = solved.iterations;
     report.converged = solved.converged;
-    if (acceptance) {  // sum_U weight1_U * (1 - slack share), the slack share from the curvature pass
-      Eigen::VectorXd gradient;
-      Curvature shares;
-      shares.dense = false;
-      objective.evaluate(solved.solution, nullptr, &gradient, &shares);
+    if (acceptance) {  // sum_U weight1_U * (1 - slack share), shares from the last curvature pass
+      const Curvature& shares = workspace.curvature;
       *acceptance = 0.0;
       const GroupedTerms& terms = objective.terms;
+      const std::vector<double>& weight1 = workspace.extra_weights[0];
       for (std::size_t k = 0; k < terms.size(); ++k) {
         double accepted = 0.0;
         for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j) accepted += shares.share[j];
-        *acceptance += weights[1][k] * accepted;
+        *acceptance += weight1[k] * accepted;
       }
     }
     return std::vector<double>(solved.solution.data(), solved.solution.data() + m);
