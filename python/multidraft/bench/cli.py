@@ -9,16 +9,17 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .distributions import DEFAULT_SEED, DEFAULT_VOCAB, REGIMES
+from .methods import METHODS
 from .report import all_agree, machine_info, markdown_report, regime_params, write_results
-from .runner import METHODS, run_grid
+from .runner import run_grid
 
 TABLE1_GRID: List[Tuple[int, int]] = [(10, 2), (10, 3), (10, 4), (10, 5), (100, 2), (100, 3), (1000, 2)]
 """The (k, n) grid of seed 000 Table 1."""
 
 MODES: Dict[str, Dict[str, object]] = {
     # --quick: under 60 s on 2 cores (measured; see the README), the README's main command.
-    "quick": {"grid": [(10, 2), (10, 3), (100, 2)], "tokens": 5, "vocab": 4000, "budget": 2.0},
-    "full": {"grid": TABLE1_GRID, "tokens": 20, "vocab": DEFAULT_VOCAB, "budget": 5.0},
+    "quick": {"grid": [(10, 2), (10, 3), (100, 2)], "tokens": 5, "vocab": 4000, "budget": 2.0, "max_call": 30.0},
+    "full": {"grid": TABLE1_GRID, "tokens": 20, "vocab": DEFAULT_VOCAB, "budget": 5.0, "max_call": 60.0},
 }
 """Defaults of each mode; explicit options override them."""
 
@@ -73,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=float,
                         help="seconds per instance after which a method's remaining instances in a cell "
                         "are skipped (default 5, quick 2)")
+    parser.add_argument("--max-call", type=float,
+                        help="hard limit in seconds on one call: a call still running is stopped and "
+                        "counts as this long, a lower bound (default 60, quick 30)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"base seed (default {DEFAULT_SEED})")
     parser.add_argument("--out", type=Path, default=Path("bench-results"),
                         help="output directory for results.json and results.csv (default bench-results/)")
@@ -82,21 +86,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the benchmark; return the exit status (1 if any method errored or disagreed with alpha*)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
-    defaults = MODES[mode]
-    grid = args.grid or defaults["grid"]
-    tokens = args.tokens or defaults["tokens"]
-    V = args.vocab or defaults["vocab"]
-    budget = args.budget if args.budget is not None else defaults["budget"]
-    if tokens < 1 or V < 2 or budget <= 0:
-        build_parser().error(f"need --tokens >= 1, --vocab >= 2, --budget > 0; got {tokens}, {V}, {budget}")
+    grid, tokens, V, budget, max_call = (
+        MODES[mode][key] if getattr(args, key) is None else getattr(args, key)
+        for key in ("grid", "tokens", "vocab", "budget", "max_call")
+    )
+    if tokens < 1 or V < 2 or not 0 < budget <= max_call:
+        parser.error(f"need --tokens >= 1, --vocab >= 2, 0 < --budget <= --max-call; "
+                     f"got {tokens}, {V}, {budget}, {max_call}")
     if max(k for k, _ in grid) > V:
-        build_parser().error(f"grid: every k must be <= V = {V}")
-    methods = [METHODS[name] for name in args.methods]
+        parser.error(f"grid: every k must be <= V = {V}")
+    methods = [m for m in METHODS.values() if m.name in args.methods]  # table order
 
     start = time.perf_counter()
-    cells = run_grid(args.regimes, grid, V, tokens, args.seed, methods, budget, progress=not args.no_progress)
+    cells = run_grid(args.regimes, grid, V, tokens, args.seed, methods, budget, max_call,
+                     progress=not args.no_progress)
     meta = {
         "benchmark": "multidraft.bench",
         "units": "ms per token",
@@ -105,6 +111,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "V": V,
         "tokens": tokens,
         "budget_s": budget,
+        "max_call_s": max_call,
         "grid": [list(c) for c in sorted(set(grid))],
         "methods": {m.name: m.label for m in methods},
         "regimes": regime_params(args.regimes),

@@ -16,7 +16,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from .distributions import get_regime
-from .runner import ALPHA_TOL, ERROR, METHODS, REFUSED, SKIPPED, Cell, Method
+from .methods import METHODS, Method
+from .runner import ALPHA_TOL, ERROR, REFUSED, SKIPPED, Cell
 
 CSV_FIELDS = [
     "regime", "V", "k", "n", "instances", "alpha_star_mean", "h_star_median", "method", "label",
@@ -69,6 +70,7 @@ def cell_record(cell: Cell) -> Dict[str, object]:
             "alpha_dev": r.alpha_dev,
             "median_ms": r.median_ms,
             "lower_bound": r.lower_bound,
+            "timed_out": r.timed_out,
             "ratio": cell.ratio(name),
             "max_alpha_dev": r.max_alpha_dev,
         }
@@ -150,10 +152,11 @@ def format_dev(dev: Optional[float]) -> str:
 
 def markdown_table(cells: Sequence[Cell], methods: Sequence[Method]) -> str:
     """One Markdown table for the cells of one regime."""
-    head = ["(k, n)", "alpha*", "\\|H*\\|"] + [m.label for m in methods] + ["max \\|alpha - alpha*\\|"]
+    head = ["(k, n)", "q top-3", "alpha*", "\\|H*\\|"] + [m.label for m in methods] + ["max \\|alpha - alpha*\\|"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in cells:
-        row = [f"({c.k}, {c.n})", f"{np.mean(c.alpha_star):.4f}", f"{np.median(c.h_star_size):.0f}"]
+        row = [f"({c.k}, {c.n})", f"{c.pairs['q_top3_mass']:.2f}", f"{np.mean(c.alpha_star):.4f}",
+               f"{np.median(c.h_star_size):.0f}"]
         row += [format_entry(c, m.name) for m in methods]
         row.append(format_dev(c.max_alpha_dev()))
         lines.append("| " + " | ".join(row) + " |")
@@ -168,14 +171,16 @@ def markdown_report(meta: Dict[str, object], cells: Sequence[Cell], methods: Seq
         "",
         "Median ms per token (solve + one verified sample; alpha*: subset selection only) over the "
         "instances of each cell; in parentheses the ratio to the fastest exact OTLP method of the cell. "
-        f"`+`: lower bound (an instance exceeded the {meta['budget_s']:g} s budget; the method's other "
-        "instances in the cell were skipped). `refused`: the package refused the problem as too large. "
-        "`skipped`: the method exceeded the budget in a smaller cell. alpha*: mean optimal acceptance; "
+        f"`+`: lower bound (an instance exceeded the {meta['budget_s']:g} s budget, and the method's other "
+        f"instances in the cell were skipped; a call still running after {meta['max_call_s']:g} s was "
+        "stopped and counts as that long). `refused`: the package refused the problem as too large. "
+        "`skipped`: the method exceeded the budget in a smaller cell. q top-3: mean mass of the draft (after top-k) "
+        "on its 3 largest tokens; alpha*: mean optimal acceptance; "
         f"\\|H*\\|: median size of the optimal subset; last column: max deviation of any exact method's "
         f"alpha from alpha* (tolerance {ALPHA_TOL:g}).",
         "",
         f"- mode: {meta['mode']}; seed: {meta['seed']}; V = {meta['V']}; instances per cell: {meta['tokens']}; "
-        f"budget: {meta['budget_s']:g} s per instance",
+        f"budget: {meta['budget_s']:g} s per instance; hard cap: {meta['max_call_s']:g} s per call",
         f"- machine: {m['platform']}; {m['cpu']}; {m['cpu_count']} CPUs ({m['cpu_usable']} usable); "
         f"Python {m['python']}; numpy {m['numpy']}; scipy {m['scipy']}; multidraft {m['multidraft']}",
         "- generator (multidraft.bench.distributions, Zipf-like target logits, draft = noisy copy, "

@@ -1,24 +1,23 @@
-"""Timing loop of the benchmark: methods, cells, budgets. All times are in ms per token.
+"""The timing loop: cells, budgets, lower bounds. All times are in ms per token.
 
-One *token* is one (p, q) instance from :mod:`multidraft.bench.distributions`. For an OTLP
-method, its time is ``md.solve_otlp(p, q, n, ...)`` plus one ``plan.sample(drafts, rng)`` for
-``n`` drafts drawn i.i.d. from ``q`` (drawn outside the timed region): the per-token cost of an
-exact verifier inside a decoding loop. For ``alpha_star`` it is ``md.optimal_acceptance``.
+A *cell* is (regime, k, n): ``count`` instances of the regime with draft top-k ``k`` and ``n``
+i.i.d. drafts. Every method runs on every instance (interleaved, in one worker process, see
+:mod:`multidraft.bench.worker`) until it is refused, fails, or exceeds the per-instance budget.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gc
 import sys
-import time
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 import multidraft as md
 
 from .distributions import derive_seed, get_regime, make_pairs, summarize_pairs
+from .methods import METHODS, Method
+from .worker import DONE, TIMEOUT, VALUE_ERROR, Worker, default_memory_limit
 
 ALPHA_TOL = 1e-7
 """Every exact method's acceptance must match alpha* (subset selection) within this."""
@@ -26,74 +25,26 @@ ALPHA_TOL = 1e-7
 REFUSAL_WORDS = ("too large", "MAX_NETWORK_ARCS", "MAX_LP_VARIABLES", "MAX_ENUMERATED_TUPLES")
 """A ValueError mentioning one of these is the package refusing a too large problem."""
 
-Solver = Callable[[np.ndarray, np.ndarray, int, np.ndarray, np.random.Generator], float]
-
-
-@dataclasses.dataclass(frozen=True)
-class Method:
-    """A timed method.
-
-    Attributes:
-        name: key on the command line and in result files.
-        label: column title (seed 000 Table 1 names where they exist).
-        run: ``run(p, q, n, drafts, rng) -> alpha``; everything it does is timed.
-        exact_plan: True for exact OTLP solvers: their alpha is checked against alpha* and the
-            fastest of them is the reference of the ratio column.
-    """
-
-    name: str
-    label: str
-    run: Solver
-    exact_plan: bool
-
-
-def _alpha_star(p: np.ndarray, q: np.ndarray, n: int, drafts, rng) -> float:
-    """Subset selection only (seed 000 Eq. 4): no plan, no sample."""
-    return float(md.optimal_acceptance(p, q, n))
-
-
-def _otlp(**options) -> Solver:
-    """A solver that builds an exact OTLP plan with ``options`` and samples one verified token."""
-
-    def run(p: np.ndarray, q: np.ndarray, n: int, drafts: np.ndarray, rng) -> float:
-        plan = md.solve_otlp(p, q, n, **options)
-        token = plan.sample(drafts, rng)
-        if not 0 <= int(token) < p.shape[-1]:
-            raise RuntimeError(f"plan.sample returned token {token!r} outside [0, {p.shape[-1]})")
-        return float(plan.alpha)
-
-    return run
-
-
-METHODS: Dict[str, Method] = {
-    m.name: m
-    for m in (
-        Method("alpha_star", "alpha* (subset)", _alpha_star, exact_plan=False),
-        Method("maxflow", "Max-Flow (sets)", _otlp(method="maxflow"), exact_plan=True),
-        Method("maxflow_tuples", "Max-Flow (tuples)", _otlp(method="maxflow", network="tuples"), exact_plan=True),
-        Method("maxflow_cs", "Opt. Max-Flow (CS)", _otlp(method="maxflow_cs"), exact_plan=True),
-        Method("lp", "General LP (HiGHS)", _otlp(method="lp"), exact_plan=True),
-    )
-}
-"""All methods, in table order. ``maxflow_tuples`` is seed 000's plain V^n network ("Max-Flow"),
-``maxflow_cs`` its complementary-slackness "Opt. Max-Flow", ``lp`` its "General LP"."""
-
 # Method statuses within a cell.
 OK = "ok"              # every instance ran
-BUDGET = "budget"      # one instance exceeded the budget; the rest were skipped (median is a lower bound)
+BUDGET = "budget"      # an instance exceeded the budget (or the hard cap); the rest were skipped
 REFUSED = "refused"    # the package refused the problem as too large (ValueError)
 SKIPPED = "skipped"    # not run: exceeded the budget in a smaller cell (k' <= k, n' <= n)
-ERROR = "error"        # any other exception (a bug: reported, and the exit status is 1)
+ERROR = "error"        # any other exception or a crash (a bug: reported, exit status 1)
 
 
 @dataclasses.dataclass
 class MethodResult:
-    """Raw measurements of one method in one cell (times in ms per token)."""
+    """Raw measurements of one method in one cell (times in ms per token).
+
+    A call stopped at the hard cap is recorded with the cap as its time and ``timed_out``.
+    """
 
     name: str
     status: str = OK
     times_ms: List[float] = dataclasses.field(default_factory=list)
     alpha_dev: List[float] = dataclasses.field(default_factory=list)
+    timed_out: bool = False
     message: str = ""
 
     @property
@@ -115,6 +66,24 @@ class MethodResult:
     def max_alpha_dev(self) -> Optional[float]:
         """Largest |alpha - alpha*| over the instances run (None if none ran)."""
         return max(self.alpha_dev) if self.alpha_dev else None
+
+    def record(self, outcome: Tuple, alpha_ref: float, budget_ms: float, cap_ms: float) -> None:
+        """Update status, times and deviations with one outcome of :meth:`Worker.run`."""
+        kind, payload = outcome[0], outcome[1:]
+        if kind == DONE:
+            elapsed, alpha = payload
+            self.times_ms.append(elapsed)
+            self.alpha_dev.append(abs(alpha - alpha_ref))
+            if elapsed > budget_ms:
+                self.status = BUDGET
+        elif kind == TIMEOUT:
+            self.times_ms.append(cap_ms)
+            self.timed_out, self.status = True, BUDGET
+            self.message = f"stopped at the hard cap of {cap_ms / 1e3:g} s"
+        else:
+            message = payload[0]
+            refused = kind == VALUE_ERROR and any(word in message for word in REFUSAL_WORDS)
+            self.status, self.message = (REFUSED if refused else ERROR), message
 
 
 @dataclasses.dataclass
@@ -150,38 +119,8 @@ class Cell:
         return max(devs) if devs else None
 
 
-def time_ms(fn: Callable, *args) -> Tuple[float, object]:
-    """Call ``fn(*args)`` with the garbage collector paused; return (elapsed ms, result)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        out = fn(*args)
-        elapsed = time.perf_counter() - start
-    finally:
-        if was_enabled:
-            gc.enable()
-    return 1e3 * elapsed, out
-
-
-def _measure(method: Method, result: MethodResult, args: tuple, alpha_ref: float, budget_ms: float) -> None:
-    """Time one instance of ``method`` and update ``result`` (status, times, deviations)."""
-    try:
-        elapsed, alpha = time_ms(method.run, *args)
-    except ValueError as exc:
-        refused = any(word in str(exc) for word in REFUSAL_WORDS)
-        result.status, result.message = (REFUSED if refused else ERROR), str(exc)
-        return
-    except Exception as exc:  # a bug in the package: report it, keep benchmarking the others
-        result.status, result.message = ERROR, f"{type(exc).__name__}: {exc}"
-        return
-    result.times_ms.append(elapsed)
-    result.alpha_dev.append(abs(alpha - alpha_ref))
-    if elapsed > budget_ms:
-        result.status = BUDGET
-
-
 def run_cell(
+    worker: Worker,
     regime: str,
     V: int,
     k: int,
@@ -191,14 +130,14 @@ def run_cell(
     methods: Sequence[Method],
     budget_s: float,
     skip: Iterable[str] = (),
-    on_instance: Callable[[], None] = lambda: None,
+    on_instance=lambda: None,
 ) -> Cell:
     """Benchmark ``methods`` on ``count`` instances of one (regime, k, n) cell.
 
     The instances depend on (seed, regime, k) only, so cells with the same k and different n
-    share their (p, q) pairs. Methods named in ``skip`` are recorded as skipped. A method that
-    exceeds ``budget_s`` seconds on an instance is not run on the remaining instances.
-    ``on_instance`` is called after each instance (progress bar).
+    share their (p, q) pairs. alpha* and H* come from ``md.optimal_subset`` (untimed). Methods
+    named in ``skip`` are recorded as skipped. A method that exceeds ``budget_s`` seconds on an
+    instance is not run on the remaining ones. ``on_instance()`` is called after each instance.
     """
     p_all, q_all = make_pairs(regime, V, k, count, derive_seed(seed, regime, k))
     rng = np.random.default_rng(derive_seed(seed, regime, k, n))
@@ -211,9 +150,10 @@ def run_cell(
         h_size.append(int(np.count_nonzero(H)))
         support = np.flatnonzero(q)
         drafts = rng.choice(support, size=n, p=q[support]).astype(np.int64)
-        for m in methods:
-            if results[m.name].active:
-                _measure(m, results[m.name], (p, q, n, drafts, rng), alpha, 1e3 * budget_s)
+        instance = (p, q, n, drafts, int(rng.integers(2**63)))
+        active = [m.name for m in methods if results[m.name].active]
+        for name, outcome in worker.run(instance, active).items():
+            results[name].record(outcome, alpha, 1e3 * budget_s, 1e3 * worker.max_call_s)
         on_instance()
     return Cell(regime, V, k, n, alpha_star, h_size, summarize_pairs(p_all, q_all), results)
 
@@ -224,16 +164,6 @@ def dominated(cell: Tuple[int, int], over_budget: Iterable[Tuple[int, int]]) -> 
     return any(k0 <= k and n0 <= n for k0, n0 in over_budget)
 
 
-def warm_up(methods: Sequence[Method], regime: str) -> None:
-    """Run every method once on a tiny instance (imports, lazy initialisation); errors ignored."""
-    p, q = make_pairs(regime, 64, 4, 1, 0)
-    for m in methods:
-        try:
-            m.run(p[0], q[0], 2, np.flatnonzero(q[0])[:2], np.random.default_rng(0))
-        except Exception:
-            pass
-
-
 def run_grid(
     regimes: Sequence[str],
     grid: Sequence[Tuple[int, int]],
@@ -242,32 +172,35 @@ def run_grid(
     seed: int,
     methods: Sequence[Method],
     budget_s: float,
+    max_call_s: float,
     progress: bool = True,
 ) -> List[Cell]:
     """Benchmark every (regime, k, n) cell, cells in increasing (k, n) order per regime.
 
     A method that exceeded the budget in a cell is skipped in every larger cell of the same
-    regime (larger or equal k and n), like seed 000's lower bounds, to keep the run bounded.
+    regime (k and n both at least as large), like seed 000's lower bounds, to keep the run
+    bounded. No single call may take more than ``max_call_s`` seconds.
     """
     for r in regimes:
         get_regime(r)  # validate names before any work
     grid = sorted(set(grid))
     bar = _progress_bar(len(regimes) * len(grid) * count, progress)
     cells = []
-    try:
-        warm_up(methods, regimes[0])
-        for regime in regimes:
-            over_budget: Dict[str, Set[Tuple[int, int]]] = {m.name: set() for m in methods}
-            for k, n in grid:
-                bar.set_description(f"{regime} k={k} n={n}")
-                skip = [name for name, cut in over_budget.items() if dominated((k, n), cut)]
-                cell = run_cell(regime, V, k, n, count, seed, methods, budget_s, skip, lambda: bar.update(1))
-                for name, res in cell.methods.items():
-                    if res.status == BUDGET:
-                        over_budget[name].add((k, n))
-                cells.append(cell)
-    finally:
-        bar.close()
+    with Worker(max_call_s, default_memory_limit()) as worker:
+        try:
+            for regime in regimes:
+                over_budget: Dict[str, Set[Tuple[int, int]]] = {m.name: set() for m in methods}
+                for k, n in grid:
+                    bar.set_description(f"{regime} k={k} n={n}")
+                    skip = [name for name, cut in over_budget.items() if dominated((k, n), cut)]
+                    cell = run_cell(worker, regime, V, k, n, count, seed, methods, budget_s, skip,
+                                    lambda: bar.update(1))
+                    for name, res in cell.methods.items():
+                        if res.status == BUDGET:
+                            over_budget[name].add((k, n))
+                    cells.append(cell)
+        finally:
+            bar.close()
     return cells
 
 
