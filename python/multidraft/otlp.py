@@ -120,24 +120,28 @@ class _LinearProgramPlan(OTLPPlan):
         M = len(tuples)
         if rows * M > MAX_LP_VARIABLES:
             raise ValueError(
-                f"the OTLP would have {rows * M} variables, more than MAX_LP_VARIABLES = {MAX_LP_VARIABLES}"
+                f"request too large: the OTLP would have {rows * M} variables, more than MAX_LP_VARIABLES = "
+                f"{MAX_LP_VARIABLES}; reduce the draft support of 'q' (top-k) or 'n'"
             )
         C = self._solve(p, outputs, rest, tuples, masses)
-        accepted_part = np.zeros((M, scheme.V))
-        accepted_part[:, outputs] = C[: len(outputs)].T
-        in_tuple = np.zeros((M, scheme.V), dtype=bool)
-        np.put_along_axis(in_tuple, tuples, True, axis=1)
-        S = np.clip(np.where(in_tuple, accepted_part, 0.0), 0.0, None)
-        S *= np.minimum(1.0, p / np.maximum(S.sum(axis=0), 1e-300))[None, :]
+        # Accepted part S[w, i] = C[i, w] for i in set(w), on the LP's outputs only (M x K, never M x V).
+        position = np.full(scheme.V, -1)
+        position[outputs] = np.arange(len(outputs))
+        in_tuple = np.zeros((M, len(outputs)), dtype=bool)
+        for j in range(scheme.n):
+            hit = position[tuples[:, j]]
+            in_tuple[np.flatnonzero(hit >= 0), hit[hit >= 0]] = True
+        S = np.clip(np.where(in_tuple, C[: len(outputs)].T, 0.0), 0.0, None)
+        S *= np.minimum(1.0, p[outputs] / np.maximum(S.sum(axis=0), 1e-300))[None, :]
         S *= np.minimum(1.0, masses / np.maximum(S.sum(axis=1), 1e-300))[:, None]
-        residual = np.clip(p - S.sum(axis=0), 0.0, None)
-        column_deficit = np.clip(masses - S.sum(axis=1), 0.0, None)
-        law = residual / residual.sum() if residual.sum() > 0 else np.zeros_like(residual)
-        laws = (S + column_deficit[:, None] * law[None, :]) / masses[:, None]
-        laws /= laws.sum(axis=1, keepdims=True)
+        residual = p.copy()
+        residual[outputs] = np.clip(p[outputs] - S.sum(axis=0), 0.0, None)
+        self._law = residual / residual.sum() if residual.sum() > 0 else np.zeros_like(residual)
+        self._outputs = outputs
+        self._accepted = S / masses[:, None]
+        self._rejected = np.clip(masses - S.sum(axis=1), 0.0, None) / masses
         super().__init__(p, scheme, "lp", S.sum())
         self._rows = {tuple(t): m for m, t in enumerate(tuples.tolist())}
-        self._laws = laws
 
     @staticmethod
     def _solve(p, outputs, rest, tuples, masses):
@@ -175,7 +179,9 @@ class _LinearProgramPlan(OTLPPlan):
             row = self._rows.get(tuple(tup))
             if row is None:
                 raise ValueError("'drafts' has probability zero under the draft scheme")
-            out[m] = self._laws[row]
+            out[m] = self._rejected[row] * self._law
+            out[m, self._outputs] += self._accepted[row]
+            out[m] /= out[m].sum()
         return out
 
 
