@@ -18,9 +18,17 @@ TABLE1_GRID: List[Tuple[int, int]] = [(10, 2), (10, 3), (10, 4), (10, 5), (100, 
 
 MODES: Dict[str, Dict[str, object]] = {
     # --quick: under 60 s on 2 cores (measured; see the README), the README's main command.
-    "quick": {"grid": [(10, 2), (10, 3), (100, 2)], "tokens": 5, "vocab": 4000, "budget": 2.0, "max_call": 30.0},
-    "full": {"grid": TABLE1_GRID, "tokens": 20, "vocab": DEFAULT_VOCAB, "budget": 5.0, "max_call": 60.0},
+    "quick": {"grid": [(10, 2), (10, 3), (100, 2)], "tokens": 5, "vocab": 4000, "budget": 2.0, "max_call": 30.0,
+              "full_vocab": []},
+    "full": {"grid": TABLE1_GRID, "tokens": 20, "vocab": DEFAULT_VOCAB, "budget": 5.0, "max_call": 60.0,
+             "full_vocab": [32000, 128000]},
 }
+
+FULL_VOCAB_N = (2, 3, 4)
+"""Numbers of drafts of the full-vocabulary rows (k = V, no draft top-k)."""
+
+FULL_VOCAB_METHODS = ("alpha_star", "gr3", "gr4", "maxflow_cs")
+"""Methods of the full-vocabulary rows (the other exact methods need even larger networks)."""
 """Defaults of each mode; explicit options override them."""
 
 
@@ -77,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-call", type=float,
                         help="hard limit in seconds on one call: a call still running is stopped and "
                         "counts as this long, a lower bound (default 60, quick 30)")
+    parser.add_argument("--full-vocab", type=lambda t: [int(v) for v in t.split(",") if v.strip()],
+                        help="vocabulary sizes of extra rows without draft top-k (k = V), n = 2, 3, 4, for "
+                        "alpha*, Global Resolution and the CS max-flow (default 32000,128000; quick: none; "
+                        "'' for none)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"base seed (default {DEFAULT_SEED})")
     parser.add_argument("--out", type=Path, default=Path("bench-results"),
                         help="output directory for results.json and results.csv (default bench-results/)")
@@ -89,9 +101,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"
-    grid, tokens, V, budget, max_call = (
+    grid, tokens, V, budget, max_call, full_vocab = (
         MODES[mode][key] if getattr(args, key) is None else getattr(args, key)
-        for key in ("grid", "tokens", "vocab", "budget", "max_call")
+        for key in ("grid", "tokens", "vocab", "budget", "max_call", "full_vocab")
     )
     if tokens < 1 or V < 2 or not 0 < budget <= max_call:
         parser.error(f"need --tokens >= 1, --vocab >= 2, 0 < --budget <= --max-call; "
@@ -103,6 +115,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.perf_counter()
     cells = run_grid(args.regimes, grid, V, tokens, args.seed, methods, budget, max_call,
                      progress=not args.no_progress)
+    full_methods = [m for m in methods if m.name in FULL_VOCAB_METHODS]
+    for full_V in full_vocab:
+        cells += run_grid(args.regimes, [(full_V, n) for n in FULL_VOCAB_N], full_V, tokens, args.seed,
+                          full_methods, budget, max_call, progress=not args.no_progress)
     meta = {
         "benchmark": "multidraft.bench",
         "units": "ms per token",
@@ -113,6 +129,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "budget_s": budget,
         "max_call_s": max_call,
         "grid": [list(c) for c in sorted(set(grid))],
+        "full_vocab": list(full_vocab),
         "methods": {m.name: m.label for m in methods},
         "regimes": regime_params(args.regimes),
         "machine": machine_info(),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from typing import Callable, Dict, Iterable, Tuple
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
@@ -20,7 +20,17 @@ import multidraft as md
 
 from .distributions import make_pairs
 
-Solver = Callable[[np.ndarray, np.ndarray, int, np.ndarray, int], float]
+Solver = Callable[[np.ndarray, np.ndarray, int, np.ndarray, int], "Outcome"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What one timed call reports: the plan's acceptance and, for Global Resolution, whether
+    its Lemma 6.6 bound was met and the L1 bound it achieved (exact methods: True, 0)."""
+
+    alpha: float
+    success: bool = True
+    l1_bound: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,31 +40,49 @@ class Method:
     Attributes:
         name: key on the command line and in result files.
         label: column title (seed 000 Table 1 names where they exist).
-        run: ``run(p, q, n, drafts, seed) -> alpha``; everything it does is timed.
+        run: ``run(p, q, n, drafts, seed) -> Outcome``; everything it does is timed.
         exact_plan: True for exact OTLP solvers: their alpha is checked against alpha* and the
             fastest of them is the reference of the ratio column.
+        tau: Global Resolution's tolerance (None for exact methods): its alpha must be within
+            10 tau of alpha* whenever it reports success.
     """
 
     name: str
     label: str
     run: Solver
     exact_plan: bool
+    tau: Optional[float] = None
 
 
-def _alpha_star(p: np.ndarray, q: np.ndarray, n: int, drafts: np.ndarray, seed: int) -> float:
+def _alpha_star(p: np.ndarray, q: np.ndarray, n: int, drafts: np.ndarray, seed: int) -> Outcome:
     """Subset selection only (seed 000 Eq. 4): no plan, no sample."""
-    return float(md.optimal_acceptance(p, q, n))
+    return Outcome(float(md.optimal_acceptance(p, q, n)))
+
+
+def _checked_sample(plan, p: np.ndarray, drafts: np.ndarray, seed: int) -> None:
+    token = plan.sample(drafts, seed)
+    if not 0 <= int(token) < p.shape[-1]:
+        raise RuntimeError(f"plan.sample returned token {token!r} outside [0, {p.shape[-1]})")
 
 
 def _otlp(**options) -> Solver:
     """A solver that builds an exact OTLP plan with ``options`` and samples one verified token."""
 
-    def run(p: np.ndarray, q: np.ndarray, n: int, drafts: np.ndarray, seed: int) -> float:
+    def run(p: np.ndarray, q: np.ndarray, n: int, drafts: np.ndarray, seed: int) -> Outcome:
         plan = md.solve_otlp(p, q, n, **options)
-        token = plan.sample(drafts, seed)
-        if not 0 <= int(token) < p.shape[-1]:
-            raise RuntimeError(f"plan.sample returned token {token!r} outside [0, {p.shape[-1]})")
-        return float(plan.alpha)
+        _checked_sample(plan, p, drafts, seed)
+        return Outcome(float(plan.alpha))
+
+    return run
+
+
+def _global_resolution(tau: float) -> Solver:
+    """Algorithm 1 of seed 000 (no fallback: its own success and bound are what is measured)."""
+
+    def run(p: np.ndarray, q: np.ndarray, n: int, drafts: np.ndarray, seed: int) -> Outcome:
+        plan = md.GlobalResolution(p, q, n, tau=tau)
+        _checked_sample(plan, p, drafts, seed)
+        return Outcome(float(plan.alpha), bool(plan.success), float(plan.l1_bound))
 
     return run
 
@@ -63,13 +91,16 @@ METHODS: Dict[str, Method] = {
     m.name: m
     for m in (
         Method("alpha_star", "alpha* (subset)", _alpha_star, exact_plan=False),
+        Method("gr3", "G.R. (tau=1e-3)", _global_resolution(1e-3), exact_plan=False, tau=1e-3),
+        Method("gr4", "G.R. (tau=1e-4)", _global_resolution(1e-4), exact_plan=False, tau=1e-4),
         Method("maxflow", "Max-Flow (sets)", _otlp(method="maxflow"), exact_plan=True),
         Method("maxflow_tuples", "Max-Flow (tuples)", _otlp(method="maxflow", network="tuples"), exact_plan=True),
         Method("maxflow_cs", "Opt. Max-Flow (CS)", _otlp(method="maxflow_cs"), exact_plan=True),
         Method("lp", "General LP (HiGHS)", _otlp(method="lp"), exact_plan=True),
     )
 }
-"""All methods, in table order. ``maxflow_tuples`` is seed 000's plain V^n network ("Max-Flow"),
+"""All methods, in table order. ``gr3``/``gr4`` are Global Resolution (seed 000 Algorithm 1) at
+tau = 1e-3 / 1e-4; ``maxflow_tuples`` is seed 000's plain V^n network ("Max-Flow"),
 ``maxflow_cs`` its complementary-slackness "Opt. Max-Flow", ``lp`` its "General LP"."""
 
 

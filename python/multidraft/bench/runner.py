@@ -44,6 +44,9 @@ class MethodResult:
     status: str = OK
     times_ms: List[float] = dataclasses.field(default_factory=list)
     alpha_dev: List[float] = dataclasses.field(default_factory=list)
+    alphas: List[float] = dataclasses.field(default_factory=list)
+    successes: List[bool] = dataclasses.field(default_factory=list)
+    l1_bounds: List[float] = dataclasses.field(default_factory=list)
     timed_out: bool = False
     message: str = ""
 
@@ -67,13 +70,32 @@ class MethodResult:
         """Largest |alpha - alpha*| over the instances run (None if none ran)."""
         return max(self.alpha_dev) if self.alpha_dev else None
 
+    @property
+    def success_rate(self) -> Optional[float]:
+        """Share of instances whose plan met its bound (Global Resolution; exact methods: 1)."""
+        return float(np.mean(self.successes)) if self.successes else None
+
+    @property
+    def max_l1_bound(self) -> Optional[float]:
+        """Largest achieved L1 bound over the instances run (Global Resolution)."""
+        return max(self.l1_bounds) if self.l1_bounds else None
+
+    def bound_violations(self, tau: Optional[float]) -> int:
+        """Successful instances whose alpha is not within 10 tau of alpha* (must be 0)."""
+        if tau is None:
+            return 0
+        return sum(ok and dev > 10 * tau for ok, dev in zip(self.successes, self.alpha_dev))
+
     def record(self, outcome: Tuple, alpha_ref: float, budget_ms: float, cap_ms: float) -> None:
         """Update status, times and deviations with one outcome of :meth:`Worker.run`."""
         kind, payload = outcome[0], outcome[1:]
         if kind == DONE:
-            elapsed, alpha = payload
+            elapsed, outcome = payload
             self.times_ms.append(elapsed)
-            self.alpha_dev.append(abs(alpha - alpha_ref))
+            self.alphas.append(outcome.alpha)
+            self.alpha_dev.append(abs(outcome.alpha - alpha_ref))
+            self.successes.append(outcome.success)
+            self.l1_bounds.append(outcome.l1_bound)
             if elapsed > budget_ms:
                 self.status = BUDGET
         elif kind == TIMEOUT:

@@ -10,7 +10,7 @@ space, so a runaway allocation becomes a ``MemoryError`` (reported) instead of w
 kernel's OOM killer; a crash of the package is reported the same way. Timings are taken inside the worker with ``time.perf_counter``; sending
 the instance is not timed.
 
-Outcomes of :meth:`Worker.run`, one per method: ``(DONE, ms, alpha)``,
+Outcomes of :meth:`Worker.run`, one per method: ``(DONE, ms, Outcome)``,
 ``(VALUE_ERROR, message)``, ``(FAILED, message)`` or ``(TIMEOUT, None)``.
 """
 
@@ -47,8 +47,8 @@ def _touch(instance: tuple) -> None:
 def _call(run, instance: tuple) -> Tuple:
     """One timed call as an outcome tuple."""
     try:
-        elapsed, alpha = time_ms(run, *instance)
-        return (DONE, elapsed, alpha)
+        elapsed, outcome = time_ms(run, *instance)
+        return (DONE, elapsed, outcome)
     except ValueError as exc:
         return (VALUE_ERROR, str(exc))
     except Exception as exc:  # reported as a package error by the parent
