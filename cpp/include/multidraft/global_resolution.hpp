@@ -239,6 +239,25 @@ class GlobalResolutionPlan {
   }
 
  private:
+  // Inner warm start (spec §6.6): each token as if alone in its tuples, e^a / (1 + e^a) m_i = p(i),
+  // with m_i = Q^n - (Q - q_i)^n the mass of the truncated tuples that contain i (Q = Q(T ∪ Z)).
+  // Clamped to [-30, 30]; tokens whose m_i cannot cover p(i) start at the upper end. The outer
+  // problem starts at 0 (its gauge makes any constant equivalent).
+  Eigen::VectorXd warm_start(const std::vector<double>& member_mass, double base, const std::vector<double>& targets,
+                             bool slack) const {
+    const int m = static_cast<int>(member_mass.size());
+    Eigen::VectorXd start = Eigen::VectorXd::Zero(m);
+    if (!slack) return start;
+    double Q = base;
+    for (double x : member_mass) Q += x;
+    for (int k = 0; k < m; ++k) {
+      const double containing = std::pow(Q, n_) - std::pow(std::max(Q - member_mass[k], 0.0), n_);
+      start[k] = containing > targets[k] ? std::clamp(std::log(targets[k] / (containing - targets[k])), -30.0, 30.0)
+                                         : 30.0;
+    }
+    return start;
+  }
+
   // Builds the grouped terms of one system over `tokens` and minimises it. bases[0] weights the
   // objective; an optional bases[1] accumulates sum_U weight1_U * s_U / (1 + s_U) (inner
   // acceptance) at the solution.
@@ -264,7 +283,7 @@ class GlobalResolutionPlan {
     }
     report.terms = static_cast<double>(objective.terms.size());
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
-    NewtonReport solved = minimise_newton(objective, Eigen::VectorXd::Zero(m), report.threshold,
+    NewtonReport solved = minimise_newton(objective, warm_start(member_mass, bases[0], targets, slack), report.threshold,
                                           options_.max_iterations, !slack, workspace);
     report.gradient_l1 = solved.gradient_l1;
     report.iterations = solved.iterations;

@@ -199,7 +199,7 @@ def markdown_report(meta: Dict[str, object], cells: Sequence[Cell], methods: Seq
         shown = {k: v for k, v in params.items() if k not in ("name", "description")}
         out.append(f"  - `{name}` ({params['description']}): `{json.dumps(shown)}`")
     for regime in meta["regimes"]:
-        grid_cells = [c for c in cells if c.regime == regime and c.V == meta["V"]]
+        grid_cells = [c for c in cells if c.regime == regime and c.V == meta["V"] and c.k != c.V]
         out += ["", f"## Regime `{regime}`", "", markdown_table(grid_cells, methods)]
     full = [c for c in cells if c.V != meta["V"] or c.k == c.V]
     if full:
