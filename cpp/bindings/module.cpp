@@ -17,6 +17,7 @@
 #include "multidraft/otlp_plan.hpp"
 #include "multidraft/relaxed_network.hpp"
 #include "multidraft/rng.hpp"
+#include "multidraft/rrs.hpp"
 #include "multidraft/single_draft.hpp"
 #include "multidraft/subset_selection.hpp"
 
@@ -164,6 +165,39 @@ py::array_t<double> batched_naive_transport(const Doubles& p) {
   return out;
 }
 
+// Recursive rejection sampling on a batch: p (B, V), q (B, 1, V), drafts (B, n).
+py::array_t<double> batched_rrs_transport(const Doubles& p, const Doubles& q, const Ints& drafts, bool without_replacement) {
+  const Batch b = batch_of(p, q);
+  const int n = static_cast<int>(drafts.shape(1));
+  py::array_t<double> out({b.B, b.V});
+  const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
+  const double *pp = p.data(), *qq = q.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t r = 0; r < b.B; ++r)
+      rrs_transport(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V), tuples.data() + r * n, n,
+                    without_replacement, o + r * b.V);
+  }
+  return out;
+}
+
+py::array_t<double> batched_rrs_acceptance(const Doubles& p, const Doubles& q, int n, bool without_replacement,
+                                           double max_states) {
+  const Batch b = batch_of(p, q);
+  py::array_t<double> out(b.B);
+  const double *pp = p.data(), *qq = q.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const int V = static_cast<int>(b.V);
+    for (py::ssize_t r = 0; r < b.B; ++r)
+      o[r] = without_replacement ? rrs_without_replacement_acceptance(pp + r * b.V, qq + r * b.q_stride, V, n, max_states)
+                                 : rrs_acceptance(pp + r * b.V, qq + r * b.q_stride, V, n);
+  }
+  return out;
+}
+
 py::array_t<double> batched_sps_transport(const Doubles& p, const Doubles& q, const Ints& drafts) {
   const Batch b = batch_of(p, q);
   py::array_t<double> out({b.B, b.V});
@@ -243,6 +277,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
   m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
   m.def("naive_transport", &batched_naive_transport, py::arg("p"));
+  m.def("rrs_transport", &batched_rrs_transport, py::arg("p"), py::arg("q"), py::arg("drafts"),
+        py::arg("without_replacement"));
+  m.def("rrs_acceptance", &batched_rrs_acceptance, py::arg("p"), py::arg("q"), py::arg("n"),
+        py::arg("without_replacement"), py::arg("max_states"));
   m.def("sps_transport", &batched_sps_transport, py::arg("p"), py::arg("q"), py::arg("drafts"));
   m.def("otlp_transport", &otlp_transport, py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"),
         py::arg("method"), py::arg("drafts"));

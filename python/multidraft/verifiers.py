@@ -15,6 +15,9 @@ from .global_resolution import GlobalResolution
 from .otlp import OTLP_METHODS, optimal_acceptance, solve_otlp
 from .schemes import DraftScheme, batched_inputs, scheme_kind
 
+#: Largest number of draft prefixes an exact "rrs_without_replacement" acceptance enumerates.
+MAX_ACCEPTANCE_STATES = 10**6
+
 
 class Verifier:
     """Base class. Subclasses set ``name``, ``scheme_kind`` and implement ``_transport``/``acceptance``.
@@ -51,10 +54,13 @@ class Verifier:
         d = check.tokens(drafts, p2.shape[1], n, ndims=(2,) if batched else (1,)).reshape(-1, n)
         if d.shape[0] != p2.shape[0]:
             raise ValueError(f"'drafts' has batch size {d.shape[0]}, but 'p' has {p2.shape[0]}")
-        if self.scheme_kind == "iid":  # the core checks the other schemes
-            rows = np.arange(p2.shape[0])[:, None]
-            if np.any(q3[rows, 0, d] <= 0):
-                raise ValueError("'drafts' has probability zero under the draft scheme (q = 0 at a draft)")
+        rows = np.arange(p2.shape[0])[:, None]
+        draft_row = np.arange(n)[None, :] if self.scheme_kind == "independent" else 0
+        if np.any(q3[rows, draft_row, d] <= 0):
+            raise ValueError("'drafts' has probability zero under the draft scheme (q = 0 at a draft)")
+        if self.scheme_kind == "without_replacement" and np.any(np.diff(np.sort(d, axis=1), axis=1) == 0):
+            raise ValueError("'drafts' has probability zero under the draft scheme (a token repeats, "
+                             "but drafts are drawn without replacement)")
         return p2, q3, n, d, batched
 
     def transport(self, p, q, drafts) -> np.ndarray:
@@ -119,6 +125,39 @@ class NaiveRejection(Verifier):
         p2, q3, n, batched = batched_inputs(p, q, n, "iid")
         out = _core.naive_acceptance(p2, q3, n)
         return out if batched else float(out[0])
+
+
+class RecursiveRejection(Verifier):
+    """``"rrs"``: recursive rejection sampling with n i.i.d. drafts (SpecInfer; seed 004 §2.2).
+
+    Drafts are tried in order by speculative sampling against the running residual
+    p_{i+1} = norm((p_i - q)^+); if all are rejected the output is drawn from p_{n+1}.
+    Exact acceptance 1 - prod_i (1 - beta_i), beta_i = sum_x min(p_i(x), q(x)).
+    """
+
+    name = "rrs"
+    without_replacement = False
+
+    def _transport(self, p2, q3, n, drafts):
+        return _core.rrs_transport(p2, q3, drafts, self.without_replacement)
+
+    def acceptance(self, p, q, n=1):
+        p2, q3, n, batched = batched_inputs(p, q, n, self.scheme_kind)
+        out = _core.rrs_acceptance(p2, q3, n, self.without_replacement, float(MAX_ACCEPTANCE_STATES))
+        return out if batched else float(out[0])
+
+
+class RecursiveRejectionWithoutReplacement(RecursiveRejection):
+    """``"rrs_without_replacement"``: RRS with drafts drawn without replacement (seed 004 §2.3).
+
+    After a rejection the residual is taken against the current draft law, then the rejected
+    token is removed from it. The exact acceptance sums over draft prefixes (order matters), about
+    k^n of them for a draft support of k; beyond ``MAX_ACCEPTANCE_STATES`` it is refused.
+    """
+
+    name = "rrs_without_replacement"
+    scheme_kind = "without_replacement"
+    without_replacement = True
 
 
 class OptimalTransport(Verifier):
@@ -200,7 +239,8 @@ def register(cls: Type[Verifier]) -> Type[Verifier]:
     return cls
 
 
-for _cls in (SpeculativeSampling, NaiveRejection, OptimalTransport, GlobalResolutionVerifier):
+for _cls in (SpeculativeSampling, NaiveRejection, RecursiveRejection, RecursiveRejectionWithoutReplacement,
+             OptimalTransport, GlobalResolutionVerifier):
     register(_cls)
 
 
