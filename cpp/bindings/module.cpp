@@ -19,6 +19,7 @@
 #include "multidraft/rng.hpp"
 #include "multidraft/rrs.hpp"
 #include "multidraft/single_draft.hpp"
+#include "multidraft/spectr.hpp"
 #include "multidraft/subset_selection.hpp"
 
 namespace py = pybind11;
@@ -226,6 +227,15 @@ void slice_rows(const Batch& b, const double* pp, const double* qq, int n, const
   }
 }
 
+// K-SEQ prepared once for a (p, q) row, sliced per draft tuple (the slice_rows protocol).
+struct KSequentialPlan {
+  KSequentialPlan(const double* p, const double* q, int V, int n) : p_(p), q_(q), V_(V), n_(n), k_(kseq_prepare(p, q, V, n)) {}
+  void transport(const int* drafts, double* out) const { kseq_transport(k_, p_, q_, V_, drafts, n_, out); }
+  const double *p_, *q_;
+  int V_, n_;
+  KSequential k_;
+};
+
 py::array_t<double> otlp_transport(const Doubles& p, const Doubles& q, const std::string& kind, int n,
                                    const std::string& method, const Ints& drafts) {
   const Batch b = batch_of(p, q);
@@ -249,6 +259,40 @@ py::array_t<double> otlp_transport(const Doubles& p, const Doubles& q, const std
       });
   }
   return out;
+}
+
+// SpecTr K-SEQ on a batch: p (B, V), q (B, 1, V), drafts (B, n). One rho* search per distinct row.
+py::array_t<double> batched_kseq_transport(const Doubles& p, const Doubles& q, const Ints& drafts) {
+  const Batch b = batch_of(p, q);
+  const int n = static_cast<int>(drafts.shape(1));
+  py::array_t<double> out({b.B, b.V});
+  const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
+  const double *pp = p.data(), *qq = q.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const int V = static_cast<int>(b.V);
+    slice_rows<KSequentialPlan>(b, pp, qq, n, tuples, o, [&](const double* pr, const double* qr) {
+      return std::make_unique<KSequentialPlan>(pr, qr, V, n);
+    });
+  }
+  return out;
+}
+
+py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
+  const Batch b = batch_of(p, q);
+  py::array_t<double> acceptance(b.B), rho(b.B);
+  const double *pp = p.data(), *qq = q.data();
+  double *a = acceptance.mutable_data(), *r = rho.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t i = 0; i < b.B; ++i) {
+      const KSequential k = kseq_prepare(pp + i * b.V, qq + i * b.q_stride, static_cast<int>(b.V), n);
+      a[i] = k.acceptance;
+      r[i] = k.rho;
+    }
+  }
+  return py::make_tuple(acceptance, rho);
 }
 
 // Slices of a plan at M tuples (M, n) -> (M, V).
@@ -277,6 +321,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
   m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
   m.def("naive_transport", &batched_naive_transport, py::arg("p"));
+  m.def("kseq_transport", &batched_kseq_transport, py::arg("p"), py::arg("q"), py::arg("drafts"));
+  m.def("kseq_acceptance", &batched_kseq_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
   m.def("rrs_transport", &batched_rrs_transport, py::arg("p"), py::arg("q"), py::arg("drafts"),
         py::arg("without_replacement"));
   m.def("rrs_acceptance", &batched_rrs_acceptance, py::arg("p"), py::arg("q"), py::arg("n"),

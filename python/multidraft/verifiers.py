@@ -160,6 +160,34 @@ class RecursiveRejectionWithoutReplacement(RecursiveRejection):
     without_replacement = True
 
 
+class KSequential(Verifier):
+    """``"spectr"``: SpecTr's K-sequential selection (K-SEQ) for n i.i.d. drafts.
+
+    Each draft x_i is accepted with probability min(1, p(x_i) / (rho* q(x_i))) in order; if all
+    are rejected the output is drawn from SpecTr's residual. rho* in [1, n] is the smallest value
+    that keeps the residual non-negative (found by bisection). Acceptance 1 - (1 - beta(rho*))^n,
+    beta(rho) = sum_x min(q(x), p(x)/rho); at least (1 - 1/e) alpha* (SpecTr's guarantee).
+    ``rho(p, q, n)`` returns rho*.
+    """
+
+    name = "spectr"
+
+    def _transport(self, p2, q3, n, drafts):
+        return _core.kseq_transport(p2, q3, drafts)
+
+    def _acceptance_and_rho(self, p, q, n):
+        p2, q3, n, batched = batched_inputs(p, q, n, "iid")
+        acceptance, rho = _core.kseq_acceptance(p2, q3, n)
+        return (acceptance, rho) if batched else (float(acceptance[0]), float(rho[0]))
+
+    def acceptance(self, p, q, n=1):
+        return self._acceptance_and_rho(p, q, n)[0]
+
+    def rho(self, p, q, n):
+        """The K-SEQ parameter rho* in [1, n]: float, or (B,) for a batch."""
+        return self._acceptance_and_rho(p, q, n)[1]
+
+
 class OptimalTransport(Verifier):
     """``"otlp"``: the exact optimal verifier, pi = the OTLP plan (seed 000), acceptance alpha*.
 
@@ -240,7 +268,7 @@ def register(cls: Type[Verifier]) -> Type[Verifier]:
 
 
 for _cls in (SpeculativeSampling, NaiveRejection, RecursiveRejection, RecursiveRejectionWithoutReplacement,
-             OptimalTransport, GlobalResolutionVerifier):
+             KSequential, OptimalTransport, GlobalResolutionVerifier):
     register(_cls)
 
 
