@@ -176,6 +176,11 @@ def without_replacement_cases(cases):
     return [c.with_scheme("without_replacement") for c in cases if np.count_nonzero(c.q) >= c.n]
 
 
+def hub_cases(cases):
+    """The n = 2 instances under SpecHub's hub scheme, where q has at least two tokens."""
+    return [c.with_scheme("hub") for c in cases if c.n == 2 and np.count_nonzero(c.q) >= 2]
+
+
 def independent_cases(count, seed=99):
     """Different drafts qs (n, V), n in {2, 3}: random, plus adversarial rows."""
     rng = np.random.default_rng(seed)
@@ -204,8 +209,9 @@ ADVERSARIAL = adversarial_cases()
 IID = RANDOM + ADVERSARIAL
 WITHOUT_REPLACEMENT = without_replacement_cases(IID)
 INDEPENDENT = independent_cases(100)
-ALL_CASES = IID + WITHOUT_REPLACEMENT + INDEPENDENT
-CASES_BY_SCHEME = {"iid": IID, "without_replacement": WITHOUT_REPLACEMENT, "independent": INDEPENDENT}
+HUB = hub_cases(IID)
+ALL_CASES = IID + WITHOUT_REPLACEMENT + INDEPENDENT + HUB
+CASES_BY_SCHEME = {"iid": IID, "without_replacement": WITHOUT_REPLACEMENT, "independent": INDEPENDENT, "hub": HUB}
 
 
 def small_sample(cases, n_random):
@@ -241,10 +247,12 @@ def verifier_configs():
     configs = []
     for name in md.verifier_names():
         if name == "otlp":
-            configs += [VerifierConfig(name, (("method", m), ("scheme", s))) for m in METHODS
+            configs += [VerifierConfig(name, (("method", m), ("scheme", s)), ns=(2,) if s == "hub" else (1, 2, 3)) for m in METHODS
                         for s in CASES_BY_SCHEME]
         elif name == "sps":
             configs.append(VerifierConfig(name, ns=(1,)))
+        elif name == "spechub":
+            configs.append(VerifierConfig(name, ns=(2,)))
         elif name == "global_resolution":
             configs += [VerifierConfig(name, (("tau", tau),)) for tau in (1e-3, 1e-6)]
         else:

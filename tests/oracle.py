@@ -37,6 +37,14 @@ def tuple_probability(kind, q, w):
             prob *= rest[t] / rest.sum()
             rest[t] = 0.0
         return prob
+    if kind == "hub":  # SpecHub (seed 004 §2.8): a = first argmax q; (x, a) ~ q(x), (a, x) ~ q(a) q(x) / (1 - q(a))
+        a = int(np.argmax(q))
+        (x1, x2), off_hub = w, q.sum() - q[a]
+        if x1 != a and x2 == a:
+            return float(q[x1])
+        if x1 == a and x2 != a:
+            return float(q[a] * q[x2] / off_hub)
+        return 0.0
     raise ValueError(kind)
 
 

@@ -19,6 +19,7 @@
 #include "multidraft/rng.hpp"
 #include "multidraft/rrs.hpp"
 #include "multidraft/single_draft.hpp"
+#include "multidraft/spechub.hpp"
 #include "multidraft/spectr.hpp"
 #include "multidraft/subset_selection.hpp"
 
@@ -35,6 +36,7 @@ SchemeKind parse_kind(const std::string& kind) {
   if (kind == "iid") return SchemeKind::iid;
   if (kind == "without_replacement") return SchemeKind::without_replacement;
   if (kind == "independent") return SchemeKind::independent;
+  if (kind == "hub") return SchemeKind::hub;
   throw std::invalid_argument("unknown draft scheme '" + kind + "'");
 }
 
@@ -295,6 +297,44 @@ py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
   return py::make_tuple(acceptance, rho);
 }
 
+// SpecHub prepared once for a (p, q) row, sliced per draft pair (the slice_rows protocol).
+struct SpecHubPlan {
+  SpecHubPlan(const double* p, const double* q, int V) : p_(p), q_(q), V_(V), hub_(spechub_prepare(p, q, V)) {}
+  void transport(const int* drafts, double* out) const { spechub_transport(hub_, p_, q_, V_, drafts, out); }
+  const double *p_, *q_;
+  int V_;
+  SpecHub hub_;
+};
+
+py::array_t<double> batched_spechub_transport(const Doubles& p, const Doubles& q, const Ints& drafts) {
+  const Batch b = batch_of(p, q);
+  py::array_t<double> out({b.B, b.V});
+  const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * 2));
+  const double *pp = p.data(), *qq = q.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const int V = static_cast<int>(b.V);
+    slice_rows<SpecHubPlan>(b, pp, qq, 2, tuples, o, [&](const double* pr, const double* qr) {
+      return std::make_unique<SpecHubPlan>(pr, qr, V);
+    });
+  }
+  return out;
+}
+
+py::array_t<double> batched_spechub_acceptance(const Doubles& p, const Doubles& q) {
+  const Batch b = batch_of(p, q);
+  py::array_t<double> out(b.B);
+  const double *pp = p.data(), *qq = q.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t r = 0; r < b.B; ++r)
+      o[r] = spechub_acceptance(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V));
+  }
+  return out;
+}
+
 // Slices of a plan at M tuples (M, n) -> (M, V).
 template <class Plan>
 py::array_t<double> plan_transport(const Plan& plan, const Ints& drafts, int V) {
@@ -321,6 +361,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
   m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
   m.def("naive_transport", &batched_naive_transport, py::arg("p"));
+  m.def("spechub_transport", &batched_spechub_transport, py::arg("p"), py::arg("q"), py::arg("drafts"));
+  m.def("spechub_acceptance", &batched_spechub_acceptance, py::arg("p"), py::arg("q"));
   m.def("kseq_transport", &batched_kseq_transport, py::arg("p"), py::arg("q"), py::arg("drafts"));
   m.def("kseq_acceptance", &batched_kseq_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
   m.def("rrs_transport", &batched_rrs_transport, py::arg("p"), py::arg("q"), py::arg("drafts"),

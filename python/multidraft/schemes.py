@@ -2,7 +2,9 @@
 
 ``"iid"``: n independent draws from one draft ``q`` (V,); ``"without_replacement"``: n ordered
 draws from ``q`` without replacement (probability prod_j q(w_j) / (Q - sum_{l<j} q(w_l)),
-Q = sum(q)); ``"independent"``: one draw from each of n draft models, ``qs`` of shape (n, V).
+Q = sum(q)); ``"independent"``: one draw from each of n draft models, ``qs`` of shape (n, V);
+``"hub"``: SpecHub's pairs (n = 2): with a = argmax q, (x, a) with probability q(x) and (a, x)
+with probability q(a) q(x) / (1 - q(a)).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 from . import _core
 from . import _validation as check
 
-SCHEME_KINDS = ("iid", "without_replacement", "independent")
+SCHEME_KINDS = ("iid", "without_replacement", "independent", "hub")
 
 #: Largest number of tuples :meth:`DraftScheme.enumerate` will list.
 MAX_ENUMERATED_TUPLES = 10**7

@@ -188,6 +188,32 @@ class KSequential(Verifier):
         return self._acceptance_and_rho(p, q, n)[1]
 
 
+class SpecHubVerifier(Verifier):
+    """``"spechub"``: SpecHub (seed 004 §2.8), two drafts from the hub scheme.
+
+    Hub a = argmax q (smallest index on ties); drafts (x, a) with probability q(x), or (a, x)
+    with probability q(a) q(x) / (1 - q(a)) (scheme ``"hub"``). Four ordered acceptance tests and
+    one residual; acceptance p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a))), the optimum of
+    its own draft scheme. n = 2 only.
+    """
+
+    name = "spechub"
+    scheme_kind = "hub"
+
+    def _check_n(self, n):
+        if n != 2:
+            raise ValueError(f"verifier 'spechub' takes exactly two drafts: 'n' must be 2, got {n}")
+
+    def _transport(self, p2, q3, n, drafts):
+        return _core.spechub_transport(p2, q3, drafts)
+
+    def acceptance(self, p, q, n=2):
+        self._check_n(check.count(n))
+        p2, q3, _, batched = batched_inputs(p, q, 2, "hub")
+        out = _core.spechub_acceptance(p2, q3)
+        return out if batched else float(out[0])
+
+
 class OptimalTransport(Verifier):
     """``"otlp"``: the exact optimal verifier, pi = the OTLP plan (seed 000), acceptance alpha*.
 
@@ -268,7 +294,7 @@ def register(cls: Type[Verifier]) -> Type[Verifier]:
 
 
 for _cls in (SpeculativeSampling, NaiveRejection, RecursiveRejection, RecursiveRejectionWithoutReplacement,
-             KSequential, OptimalTransport, GlobalResolutionVerifier):
+             KSequential, SpecHubVerifier, OptimalTransport, GlobalResolutionVerifier):
     register(_cls)
 
 

@@ -12,7 +12,9 @@
 
 namespace multidraft {
 
-enum class SchemeKind { iid, without_replacement, independent };
+// hub: SpecHub's sparse pair design (seed 004 §2.8): with hub a = argmax q (smallest index on ties),
+// x1 ~ q, and x2 = a unless x1 = a, in which case x2 ~ q restricted to V \ {a}. n = 2 only.
+enum class SchemeKind { iid, without_replacement, independent, hub };
 
 // Truncated exponential generating functions (seed 000 §2.7). A polynomial is stored as its
 // coefficients a_0 .. a_n; tuples of length n are counted by n! a_n.
@@ -69,7 +71,19 @@ class DraftScheme {
     if (kind == SchemeKind::without_replacement && static_cast<int>(support().size()) < n)
       throw std::invalid_argument("'n' = " + std::to_string(n) +
                                   " draws without replacement need at least n tokens with q > 0");
+    if (kind == SchemeKind::hub) {
+      if (n != 2) throw std::invalid_argument("hub drafts (SpecHub) take 'n' = 2, got " + std::to_string(n));
+      if (support().size() < 2) throw std::invalid_argument("hub drafts need at least two tokens with q > 0 in 'q'");
+      hub_ = static_cast<int>(std::max_element(q, q + V) - q);  // first maximum: smallest index
+      for (int i = 0; i < V; ++i)
+        if (i != hub_) off_hub_ += q[i];  // summed, not 1 - q(a): no cancellation when q(a) ~ 1
+    }
   }
+
+  // SpecHub's hub token (hub scheme only).
+  int hub() const { return hub_; }
+  // Draft mass off the hub, sum_{x != a} q(x) (hub scheme only).
+  double off_hub_mass() const { return off_hub_; }
 
   SchemeKind kind() const { return kind_; }
   int n() const { return n_; }
@@ -92,6 +106,12 @@ class DraftScheme {
   }
 
   double tuple_probability(const int* drafts) const {
+    if (kind_ == SchemeKind::hub) {  // Q(x, a) = q(x), Q(a, x) = q(a) q(x) / (1 - q(a)), x != a
+      const int x1 = drafts[0], x2 = drafts[1];
+      if (x1 != hub_ && x2 == hub_) return q_[x1];
+      if (x1 == hub_ && x2 != hub_) return q_[hub_] * q_[x2] / off_hub_;
+      return 0.0;
+    }
     double probability = 1.0, drawn = 0.0;
     for (int j = 0; j < n_; ++j) {
       const double mass = row(j)[drafts[j]];
@@ -122,11 +142,27 @@ class DraftScheme {
         return size == n_ ? ordered_without_replacement_mass(U, size) : 0.0;
       case SchemeKind::independent:
         return covering_mass(U, size);
+      case SchemeKind::hub: {  // {x, a}: Q(x, a) + Q(a, x) = q(x) / (1 - q(a))
+        if (size != 2 || (U[0] != hub_ && U[1] != hub_)) return 0.0;
+        const int x = U[0] == hub_ ? U[1] : U[0];
+        return q_[x] + q_[hub_] * q_[x] / off_hub_;
+      }
     }
     return 0.0;
   }
 
   void sample(Rng& rng, int* out) const {
+    if (kind_ == SchemeKind::hub) {
+      out[0] = sample_index(q_, V_, rng);
+      if (out[0] != hub_) {
+        out[1] = hub_;
+      } else {
+        std::vector<double> off_hub(q_, q_ + V_);
+        off_hub[hub_] = 0.0;
+        out[1] = sample_index(off_hub.data(), V_, rng);
+      }
+      return;
+    }
     if (kind_ != SchemeKind::without_replacement) {
       for (int j = 0; j < n_; ++j) out[j] = sample_index(row(j), V_, rng);
       return;
@@ -200,6 +236,8 @@ class DraftScheme {
   int V_;
   const double* q_;
   std::vector<double> total_;
+  int hub_ = -1;
+  double off_hub_ = 0.0;
 };
 
 // Calls visit(U, size) for every nonempty U ⊆ tokens with |U| <= max_size, members ascending.
