@@ -156,33 +156,96 @@ Ints sample_rows(const Doubles& laws, const Seeds& seeds) {
   return out;
 }
 
-py::array_t<double> batched_naive_transport(const Doubles& p) {
-  const py::ssize_t B = p.shape(0), V = p.shape(1);
-  py::array_t<double> out({B, V});
-  const double* pp = p.data();
-  double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < B; ++r) naive_transport(pp + r * V, static_cast<int>(V), o + r * V);
-  }
-  return out;
-}
-
-// Recursive rejection sampling on a batch: p (B, V), q (B, 1, V), drafts (B, n).
-py::array_t<double> batched_rrs_transport(const Doubles& p, const Doubles& q, const Ints& drafts, bool without_replacement) {
+// The shell of every batched transport: p (B, V), q (B, rows, V), drafts (B, n) -> laws (B, V),
+// GIL released. `make(p_row, q_row, V, n)` builds a plan for one (p, q) row and
+// `plan->transport(drafts, out)` slices it; consecutive rows with the same p and q (many draft
+// tuples for one context) share a plan, so exact plans are solved once per context.
+template <class Make>
+py::array_t<double> transport_rows(const Doubles& p, const Doubles& q, const Ints& drafts, Make make) {
   const Batch b = batch_of(p, q);
   const int n = static_cast<int>(drafts.shape(1));
+  const int V = static_cast<int>(b.V);
   py::array_t<double> out({b.B, b.V});
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
   const double *pp = p.data(), *qq = q.data();
   double* o = out.mutable_data();
   {
     py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < b.B; ++r)
-      rrs_transport(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V), tuples.data() + r * n, n,
-                    without_replacement, o + r * b.V);
+    decltype(make(pp, qq, V, n)) plan;
+    for (py::ssize_t r = 0; r < b.B; ++r) {
+      const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
+      const bool same = r > 0 && std::equal(pr, pr + b.V, pr - b.V) && std::equal(qr, qr + b.q_stride, qr - b.q_stride);
+      if (!same) plan = make(pr, qr, V, n);
+      plan->transport(tuples.data() + r * n, o + r * b.V);
+    }
   }
   return out;
+}
+
+// Plan adapters of the single-pass verifiers (the slicing protocol of transport_rows).
+struct SpsPlan {
+  const double *p, *q;
+  int V;
+  void transport(const int* drafts, double* out) const { sps_transport(p, q, V, drafts[0], out); }
+};
+struct NaivePlan {
+  const double* p;
+  int V;
+  void transport(const int*, double* out) const { naive_transport(p, V, out); }
+};
+struct RrsPlan {
+  const double *p, *q;
+  int V, n;
+  bool without_replacement;
+  void transport(const int* drafts, double* out) const { rrs_transport(p, q, V, drafts, n, without_replacement, out); }
+};
+struct KSequentialPlan {  // rho* searched once per (p, q) row
+  KSequentialPlan(const double* p, const double* q, int V, int n) : p_(p), q_(q), V_(V), n_(n), k_(kseq_prepare(p, q, V, n)) {}
+  void transport(const int* drafts, double* out) const { kseq_transport(k_, p_, q_, V_, drafts, n_, out); }
+  const double *p_, *q_;
+  int V_, n_;
+  KSequential k_;
+};
+struct SpecHubPlan {  // residuals prepared once per (p, q) row
+  SpecHubPlan(const double* p, const double* q, int V) : p_(p), q_(q), V_(V), hub_(spechub_prepare(p, q, V)) {}
+  void transport(const int* drafts, double* out) const { spechub_transport(hub_, p_, q_, V_, drafts, out); }
+  const double *p_, *q_;
+  int V_;
+  SpecHub hub_;
+};
+
+py::array_t<double> batched_transport(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts,
+                                      const std::string& kind, bool without_replacement) {
+  const SchemeKind k = parse_kind(kind);
+  if (method == "sps")
+    return transport_rows(p, q, drafts, [](const double* pr, const double* qr, int V, int) {
+      return std::make_unique<SpsPlan>(SpsPlan{pr, qr, V});
+    });
+  if (method == "naive")
+    return transport_rows(p, q, drafts, [](const double* pr, const double*, int V, int) {
+      return std::make_unique<NaivePlan>(NaivePlan{pr, V});
+    });
+  if (method == "rrs")
+    return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
+      return std::make_unique<RrsPlan>(RrsPlan{pr, qr, V, n, without_replacement});
+    });
+  if (method == "spectr")
+    return transport_rows(p, q, drafts, [](const double* pr, const double* qr, int V, int n) {
+      return std::make_unique<KSequentialPlan>(pr, qr, V, n);
+    });
+  if (method == "spechub")
+    return transport_rows(p, q, drafts, [](const double* pr, const double* qr, int V, int) {
+      return std::make_unique<SpecHubPlan>(pr, qr, V);
+    });
+  if (method == "maxflow")
+    return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
+      return std::make_unique<RelaxedPlan>(pr, qr, V, k, n, NetworkKind::sets);
+    });
+  if (method == "maxflow_cs")
+    return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
+      return std::make_unique<SlacknessPlan>(pr, qr, V, k, n);
+    });
+  throw std::invalid_argument("internal: unknown batched transport '" + method + "'");
 }
 
 py::array_t<double> batched_rrs_acceptance(const Doubles& p, const Doubles& q, int n, bool without_replacement,
@@ -201,86 +264,6 @@ py::array_t<double> batched_rrs_acceptance(const Doubles& p, const Doubles& q, i
   return out;
 }
 
-py::array_t<double> batched_sps_transport(const Doubles& p, const Doubles& q, const Ints& drafts) {
-  const Batch b = batch_of(p, q);
-  py::array_t<double> out({b.B, b.V});
-  const double *pp = p.data(), *qq = q.data();
-  const std::int64_t* d = drafts.data();
-  double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < b.B; ++r)
-      multidraft::sps_transport(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V), static_cast<int>(d[r]), o + r * b.V);
-  }
-  return out;
-}
-
-// Verifier "otlp" on a batch: one exact plan per distinct (p, q) row, sliced at that row's
-// drafts. Consecutive rows with the same p and q (many draft tuples for one context) share a plan.
-template <class Plan, class Make>
-void slice_rows(const Batch& b, const double* pp, const double* qq, int n, const std::vector<int>& tuples,
-                double* o, Make make) {
-  std::unique_ptr<Plan> plan;
-  for (py::ssize_t r = 0; r < b.B; ++r) {
-    const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
-    const bool same = r > 0 && std::equal(pr, pr + b.V, pr - b.V) && std::equal(qr, qr + b.q_stride, qr - b.q_stride);
-    if (!same) plan = make(pr, qr);
-    plan->transport(tuples.data() + r * n, o + r * b.V);
-  }
-}
-
-// K-SEQ prepared once for a (p, q) row, sliced per draft tuple (the slice_rows protocol).
-struct KSequentialPlan {
-  KSequentialPlan(const double* p, const double* q, int V, int n) : p_(p), q_(q), V_(V), n_(n), k_(kseq_prepare(p, q, V, n)) {}
-  void transport(const int* drafts, double* out) const { kseq_transport(k_, p_, q_, V_, drafts, n_, out); }
-  const double *p_, *q_;
-  int V_, n_;
-  KSequential k_;
-};
-
-py::array_t<double> otlp_transport(const Doubles& p, const Doubles& q, const std::string& kind, int n,
-                                   const std::string& method, const Ints& drafts) {
-  const Batch b = batch_of(p, q);
-  const SchemeKind k = parse_kind(kind);
-  if (method != "maxflow" && method != "maxflow_cs")
-    throw std::invalid_argument("internal: otlp_transport takes 'maxflow' or 'maxflow_cs'");
-  py::array_t<double> out({b.B, b.V});
-  const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
-  const double *pp = p.data(), *qq = q.data();
-  double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    const int V = static_cast<int>(b.V);
-    if (method == "maxflow")
-      slice_rows<RelaxedPlan>(b, pp, qq, n, tuples, o, [&](const double* pr, const double* qr) {
-        return std::make_unique<RelaxedPlan>(pr, qr, V, k, n, NetworkKind::sets);
-      });
-    else
-      slice_rows<SlacknessPlan>(b, pp, qq, n, tuples, o, [&](const double* pr, const double* qr) {
-        return std::make_unique<SlacknessPlan>(pr, qr, V, k, n);
-      });
-  }
-  return out;
-}
-
-// SpecTr K-SEQ on a batch: p (B, V), q (B, 1, V), drafts (B, n). One rho* search per distinct row.
-py::array_t<double> batched_kseq_transport(const Doubles& p, const Doubles& q, const Ints& drafts) {
-  const Batch b = batch_of(p, q);
-  const int n = static_cast<int>(drafts.shape(1));
-  py::array_t<double> out({b.B, b.V});
-  const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
-  const double *pp = p.data(), *qq = q.data();
-  double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    const int V = static_cast<int>(b.V);
-    slice_rows<KSequentialPlan>(b, pp, qq, n, tuples, o, [&](const double* pr, const double* qr) {
-      return std::make_unique<KSequentialPlan>(pr, qr, V, n);
-    });
-  }
-  return out;
-}
-
 py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
   const Batch b = batch_of(p, q);
   py::array_t<double> acceptance(b.B), rho(b.B);
@@ -295,31 +278,6 @@ py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
     }
   }
   return py::make_tuple(acceptance, rho);
-}
-
-// SpecHub prepared once for a (p, q) row, sliced per draft pair (the slice_rows protocol).
-struct SpecHubPlan {
-  SpecHubPlan(const double* p, const double* q, int V) : p_(p), q_(q), V_(V), hub_(spechub_prepare(p, q, V)) {}
-  void transport(const int* drafts, double* out) const { spechub_transport(hub_, p_, q_, V_, drafts, out); }
-  const double *p_, *q_;
-  int V_;
-  SpecHub hub_;
-};
-
-py::array_t<double> batched_spechub_transport(const Doubles& p, const Doubles& q, const Ints& drafts) {
-  const Batch b = batch_of(p, q);
-  py::array_t<double> out({b.B, b.V});
-  const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * 2));
-  const double *pp = p.data(), *qq = q.data();
-  double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    const int V = static_cast<int>(b.V);
-    slice_rows<SpecHubPlan>(b, pp, qq, 2, tuples, o, [&](const double* pr, const double* qr) {
-      return std::make_unique<SpecHubPlan>(pr, qr, V);
-    });
-  }
-  return out;
 }
 
 py::array_t<double> batched_spechub_acceptance(const Doubles& p, const Doubles& q) {
@@ -354,24 +312,18 @@ py::array_t<double> plan_transport(const Plan& plan, const Ints& drafts, int V) 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "multidraft C++ core (seed 000 optimal transport, single-draft verifiers, draft schemes)";
   m.attr("MAX_NETWORK_ARCS") = kMaxNetworkArcs;
+  m.def("transport", &batched_transport, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
+        py::arg("kind") = "iid", py::arg("without_replacement") = false);
   m.def("acceptance_rate", &batched_acceptance_rate, py::arg("p"), py::arg("q"));
   m.def("naive_acceptance", &batched_naive_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
   m.def("optimal_subset", &batched_optimal_subset, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"));
   m.def("tuple_probability", &tuple_probability, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("drafts"));
   m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
   m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
-  m.def("naive_transport", &batched_naive_transport, py::arg("p"));
-  m.def("spechub_transport", &batched_spechub_transport, py::arg("p"), py::arg("q"), py::arg("drafts"));
   m.def("spechub_acceptance", &batched_spechub_acceptance, py::arg("p"), py::arg("q"));
-  m.def("kseq_transport", &batched_kseq_transport, py::arg("p"), py::arg("q"), py::arg("drafts"));
   m.def("kseq_acceptance", &batched_kseq_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
-  m.def("rrs_transport", &batched_rrs_transport, py::arg("p"), py::arg("q"), py::arg("drafts"),
-        py::arg("without_replacement"));
   m.def("rrs_acceptance", &batched_rrs_acceptance, py::arg("p"), py::arg("q"), py::arg("n"),
         py::arg("without_replacement"), py::arg("max_states"));
-  m.def("sps_transport", &batched_sps_transport, py::arg("p"), py::arg("q"), py::arg("drafts"));
-  m.def("otlp_transport", &otlp_transport, py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"),
-        py::arg("method"), py::arg("drafts"));
 
   py::class_<RelaxedPlan>(m, "RelaxedPlan")
       .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n, const std::string& network) {

@@ -20,14 +20,19 @@ def sample_drafts(
     q: npt.NDArray[np.float64], kind: str, n: int, seeds: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.int64]: ...
 def sample_rows(laws: npt.NDArray[np.float64], seeds: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]: ...
-def naive_transport(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
-def sps_transport(
-    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], drafts: npt.NDArray[np.int64]
+def transport(
+    method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], drafts: npt.NDArray[np.int64],
+    kind: str = "iid", without_replacement: bool = False,
+) -> npt.NDArray[np.float64]:
+    """Batched output laws (B, V) of a verifier: method in sps, naive, rrs, spectr, spechub,
+    maxflow, maxflow_cs; consecutive equal (p, q) rows share one plan."""
+def rrs_acceptance(
+    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, without_replacement: bool, max_states: float
 ) -> npt.NDArray[np.float64]: ...
-def otlp_transport(
-    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], kind: str, n: int, method: str,
-    drafts: npt.NDArray[np.int64],
-) -> npt.NDArray[np.float64]: ...
+def kseq_acceptance(
+    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def spechub_acceptance(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
 
 class RelaxedPlan:
     """Seed 000 Section 5.2 max-flow plan completed by Eq. (3); network "sets" or "tuples"."""

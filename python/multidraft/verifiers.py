@@ -101,7 +101,7 @@ class SpeculativeSampling(Verifier):
             raise ValueError(f"verifier 'sps' takes a single draft: 'n' must be 1, got {n}")
 
     def _transport(self, p2, q3, n, drafts):
-        return _core.sps_transport(p2, q3, drafts[:, 0].copy())
+        return _core.transport("sps", p2, q3, drafts)
 
     def acceptance(self, p, q, n=1):
         self._check_n(check.count(n))
@@ -119,7 +119,7 @@ class NaiveRejection(Verifier):
     name = "naive"
 
     def _transport(self, p2, q3, n, drafts):
-        return _core.naive_transport(p2)
+        return _core.transport("naive", p2, q3, drafts)
 
     def acceptance(self, p, q, n=1):
         p2, q3, n, batched = batched_inputs(p, q, n, "iid")
@@ -139,7 +139,7 @@ class RecursiveRejection(Verifier):
     without_replacement = False
 
     def _transport(self, p2, q3, n, drafts):
-        return _core.rrs_transport(p2, q3, drafts, self.without_replacement)
+        return _core.transport("rrs", p2, q3, drafts, self.scheme_kind, self.without_replacement)
 
     def acceptance(self, p, q, n=1):
         p2, q3, n, batched = batched_inputs(p, q, n, self.scheme_kind)
@@ -173,7 +173,7 @@ class KSequential(Verifier):
     name = "spectr"
 
     def _transport(self, p2, q3, n, drafts):
-        return _core.kseq_transport(p2, q3, drafts)
+        return _core.transport("spectr", p2, q3, drafts)
 
     def _acceptance_and_rho(self, p, q, n):
         p2, q3, n, batched = batched_inputs(p, q, n, "iid")
@@ -205,7 +205,7 @@ class SpecHubVerifier(Verifier):
             raise ValueError(f"verifier 'spechub' takes exactly two drafts: 'n' must be 2, got {n}")
 
     def _transport(self, p2, q3, n, drafts):
-        return _core.spechub_transport(p2, q3, drafts)
+        return _core.transport("spechub", p2, q3, drafts)
 
     def acceptance(self, p, q, n=2):
         self._check_n(check.count(n))
@@ -235,7 +235,7 @@ class OptimalTransport(Verifier):
 
     def _transport(self, p2, q3, n, drafts):
         if self.method != "lp":
-            return _core.otlp_transport(p2, q3, self.scheme_kind, n, self.method, drafts)
+            return _core.transport(self.method, p2, q3, drafts, self.scheme_kind)
         q_rows = q3 if self.scheme_kind == "independent" else q3[:, 0]
         laws, plan = np.empty_like(p2), None
         for b in range(p2.shape[0]):  # like the core: consecutive equal (p, q) rows share a plan

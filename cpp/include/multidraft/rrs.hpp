@@ -76,10 +76,23 @@ inline double rrs_without_replacement_acceptance(const double* p, const double* 
   if (states > max_states)
     throw std::invalid_argument("request too large: the exact acceptance of 'rrs_without_replacement' needs about " +
                                 std::to_string(states) + " draft prefixes; reduce the draft support of 'q' or 'n'");
-  std::vector<double> start_p(p, p + V), start_q(q, q + V);
-  double total = 0.0;
-  for (double x : start_p) total += x;
+  // Only the draft support and the target mass outside it (one merged token, never drafted)
+  // matter: residuals of tokens the draft cannot propose are never accepted.
+  std::vector<double> start_p, start_q;
+  double total = 0.0, outside = 0.0;
+  for (int t = 0; t < V; ++t) {
+    total += p[t];
+    if (q[t] > 0.0) {
+      start_p.push_back(p[t]);
+      start_q.push_back(q[t]);
+    } else {
+      outside += p[t];
+    }
+  }
+  start_p.push_back(outside);
+  start_q.push_back(0.0);
   for (double& x : start_p) x /= total;
+  V = static_cast<int>(start_p.size());
   // acceptance(p_i, q_i, depth) = sum_x q_i(x) [a_x + (1 - a_x) acceptance(p_{i+1}, q_{i+1} \ x)]
   auto recurse = [&](auto&& self, const std::vector<double>& cur_p, const std::vector<double>& cur_q, int depth) -> double {
     if (depth == n) return 0.0;
