@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Type
+from typing import Dict, List, Optional, Type, Union
 
 import numpy as np
 
@@ -19,6 +19,10 @@ from .schemes import DraftScheme, batched_inputs, scheme_kind
 MAX_ACCEPTANCE_STATES = 10**6
 
 
+def _unbatch(values: np.ndarray, batched: bool) -> Union[float, np.ndarray]:
+    return values if batched else float(values[0])
+
+
 class Verifier:
     """Base class. Subclasses set ``name``, ``scheme_kind`` and implement ``_transport``/``acceptance``.
 
@@ -28,12 +32,25 @@ class Verifier:
 
     name = ""
     scheme_kind = "iid"
+    fixed_n: Optional[int] = None   # the only number of drafts the method handles, if any
+    core_method = ""                # name of the method in _core.transport
+    without_replacement = False
 
     def __repr__(self) -> str:
         return f"multidraft.verifier({self.name!r})"
 
     def _check_n(self, n: int) -> None:
         """Refuse draft counts the method does not handle."""
+        if self.fixed_n is not None and n != self.fixed_n:
+            raise ValueError(f"verifier {self.name!r} takes exactly {self.fixed_n} draft(s): "
+                             f"'n' must be {self.fixed_n}, got {n}")
+
+    def _rows(self, p, q, n):
+        """Validated (p2 (B, V), q3 (B, rows, V), n, batched) for the acceptance formulas."""
+        if n is not None:
+            self._check_n(check.count(n))
+        p2, q3, n, batched = batched_inputs(p, q, self.fixed_n or n, self.scheme_kind)
+        return p2, q3, n, batched
 
     def draft(self, q, n: Optional[int], rng: check.RngLike = None) -> np.ndarray:
         """Draw the n drafts (n,) int64 as this method samples them."""
@@ -80,7 +97,7 @@ class Verifier:
         return (tokens, accepted) if batched else (int(tokens[0]), bool(accepted[0]))
 
     def _transport(self, p2, q3, n, drafts) -> np.ndarray:
-        raise NotImplementedError
+        return _core.transport(self.core_method, p2, q3, drafts, self.scheme_kind, self.without_replacement)
 
     def acceptance(self, p, q, n: Optional[int] = None):
         """Exact expected acceptance P(output in drafts) of this method: float or (B,)."""
@@ -95,19 +112,12 @@ class SpeculativeSampling(Verifier):
     """
 
     name = "sps"
-
-    def _check_n(self, n):
-        if n != 1:
-            raise ValueError(f"verifier 'sps' takes a single draft: 'n' must be 1, got {n}")
-
-    def _transport(self, p2, q3, n, drafts):
-        return _core.transport("sps", p2, q3, drafts)
+    fixed_n = 1
+    core_method = "sps"
 
     def acceptance(self, p, q, n=1):
-        self._check_n(check.count(n))
-        p2, q3, _, batched = batched_inputs(p, q, 1, "iid")
-        out = _core.acceptance_rate(p2, q3)
-        return out if batched else float(out[0])
+        p2, q3, _, batched = self._rows(p, q, n)
+        return _unbatch(_core.acceptance_rate(p2, q3), batched)
 
 
 class NaiveRejection(Verifier):
@@ -117,14 +127,11 @@ class NaiveRejection(Verifier):
     """
 
     name = "naive"
-
-    def _transport(self, p2, q3, n, drafts):
-        return _core.transport("naive", p2, q3, drafts)
+    core_method = "naive"
 
     def acceptance(self, p, q, n=1):
-        p2, q3, n, batched = batched_inputs(p, q, n, "iid")
-        out = _core.naive_acceptance(p2, q3, n)
-        return out if batched else float(out[0])
+        p2, q3, n, batched = self._rows(p, q, n)
+        return _unbatch(_core.naive_acceptance(p2, q3, n), batched)
 
 
 class RecursiveRejection(Verifier):
@@ -136,15 +143,12 @@ class RecursiveRejection(Verifier):
     """
 
     name = "rrs"
-    without_replacement = False
-
-    def _transport(self, p2, q3, n, drafts):
-        return _core.transport("rrs", p2, q3, drafts, self.scheme_kind, self.without_replacement)
+    core_method = "rrs"
 
     def acceptance(self, p, q, n=1):
-        p2, q3, n, batched = batched_inputs(p, q, n, self.scheme_kind)
-        out = _core.rrs_acceptance(p2, q3, n, self.without_replacement, float(MAX_ACCEPTANCE_STATES))
-        return out if batched else float(out[0])
+        p2, q3, n, batched = self._rows(p, q, n)
+        return _unbatch(_core.rrs_acceptance(p2, q3, n, self.without_replacement, float(MAX_ACCEPTANCE_STATES)),
+                        batched)
 
 
 class RecursiveRejectionWithoutReplacement(RecursiveRejection):
@@ -171,14 +175,12 @@ class KSequential(Verifier):
     """
 
     name = "spectr"
-
-    def _transport(self, p2, q3, n, drafts):
-        return _core.transport("spectr", p2, q3, drafts)
+    core_method = "spectr"
 
     def _acceptance_and_rho(self, p, q, n):
-        p2, q3, n, batched = batched_inputs(p, q, n, "iid")
+        p2, q3, n, batched = self._rows(p, q, n)
         acceptance, rho = _core.kseq_acceptance(p2, q3, n)
-        return (acceptance, rho) if batched else (float(acceptance[0]), float(rho[0]))
+        return _unbatch(acceptance, batched), _unbatch(rho, batched)
 
     def acceptance(self, p, q, n=1):
         return self._acceptance_and_rho(p, q, n)[0]
@@ -199,19 +201,12 @@ class SpecHubVerifier(Verifier):
 
     name = "spechub"
     scheme_kind = "hub"
-
-    def _check_n(self, n):
-        if n != 2:
-            raise ValueError(f"verifier 'spechub' takes exactly two drafts: 'n' must be 2, got {n}")
-
-    def _transport(self, p2, q3, n, drafts):
-        return _core.transport("spechub", p2, q3, drafts)
+    fixed_n = 2
+    core_method = "spechub"
 
     def acceptance(self, p, q, n=2):
-        self._check_n(check.count(n))
-        p2, q3, _, batched = batched_inputs(p, q, 2, "hub")
-        out = _core.spechub_acceptance(p2, q3)
-        return out if batched else float(out[0])
+        p2, q3, _, batched = self._rows(p, q, n)
+        return _unbatch(_core.spechub_acceptance(p2, q3), batched)
 
 
 class OptimalTransport(Verifier):
@@ -279,9 +274,8 @@ class GlobalResolutionVerifier(Verifier):
         return laws
 
     def acceptance(self, p, q, n=None):
-        p2, q3, n, batched = batched_inputs(p, q, n, "iid")
-        out = np.array([self.plan(p2[b], q3[b, 0], n).alpha for b in range(p2.shape[0])])
-        return out if batched else float(out[0])
+        p2, q3, n, batched = self._rows(p, q, n)
+        return _unbatch(np.array([self.plan(p2[b], q3[b, 0], n).alpha for b in range(p2.shape[0])]), batched)
 
 
 _REGISTRY: Dict[str, Type[Verifier]] = {}
