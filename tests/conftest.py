@@ -253,6 +253,8 @@ def verifier_configs():
             configs.append(VerifierConfig(name, ns=(1,)))
         elif name == "spechub":
             configs.append(VerifierConfig(name, ns=(2,)))
+        elif name == "khisti":
+            configs += [VerifierConfig(name, (("scheme", s),)) for s in ("iid", "independent")]
         elif name == "global_resolution":
             configs += [VerifierConfig(name, (("tau", tau),)) for tau in (1e-3, 1e-6)]
         else:

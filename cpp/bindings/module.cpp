@@ -14,6 +14,7 @@
 
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/global_resolution.hpp"
+#include "multidraft/khisti.hpp"
 #include "multidraft/otlp_plan.hpp"
 #include "multidraft/relaxed_network.hpp"
 #include "multidraft/rng.hpp"
@@ -237,6 +238,10 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
     return transport_rows(p, q, drafts, [](const double* pr, const double* qr, int V, int) {
       return std::make_unique<SpecHubPlan>(pr, qr, V);
     });
+  if (method == "khisti")
+    return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
+      return std::make_unique<CanonicalDecomposition>(pr, qr, V, n, k);
+    });
   if (method == "maxflow")
     return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
       return std::make_unique<RelaxedPlan>(pr, qr, V, k, n, NetworkKind::sets);
@@ -246,6 +251,21 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
       return std::make_unique<SlacknessPlan>(pr, qr, V, k, n);
     });
   throw std::invalid_argument("internal: unknown batched transport '" + method + "'");
+}
+
+py::array_t<double> batched_khisti_acceptance(const Doubles& p, const Doubles& q, int n, const std::string& kind,
+                                              double max_tuples) {
+  const Batch b = batch_of(p, q);
+  const SchemeKind k = parse_kind(kind);
+  py::array_t<double> out(b.B);
+  const double *pp = p.data(), *qq = q.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t r = 0; r < b.B; ++r)
+      o[r] = CanonicalDecomposition(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V), n, k).acceptance(max_tuples);
+  }
+  return out;
 }
 
 py::array_t<double> batched_rrs_acceptance(const Doubles& p, const Doubles& q, int n, bool without_replacement,
@@ -321,6 +341,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
   m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
   m.def("spechub_acceptance", &batched_spechub_acceptance, py::arg("p"), py::arg("q"));
+  m.def("khisti_acceptance", &batched_khisti_acceptance, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"),
+        py::arg("max_tuples"));
   m.def("kseq_acceptance", &batched_kseq_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
   m.def("rrs_acceptance", &batched_rrs_acceptance, py::arg("p"), py::arg("q"), py::arg("n"),
         py::arg("without_replacement"), py::arg("max_states"));

@@ -4,6 +4,7 @@ Notation: ``p`` is the target distribution, ``q`` the draft distribution (seed 0
 See ``multidraft.verifier`` for the verifier interface and ``multidraft.solve_otlp`` for exact
 optimal-transport plans.
 """
+from . import khisti
 from ._validation import row_seeds
 from .global_resolution import GlobalResolution
 from .otlp import (
@@ -30,6 +31,7 @@ __all__ = [
     "Verifier",
     "acceptance_rate",
     "draft_scheme",
+    "khisti",
     "optimal_acceptance",
     "optimal_subset",
     "row_seeds",

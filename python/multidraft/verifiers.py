@@ -209,6 +209,34 @@ class SpecHubVerifier(Verifier):
         return _unbatch(_core.spechub_acceptance(p2, q3), batched)
 
 
+class CanonicalDecompositionVerifier(Verifier):
+    """``"khisti"``: the canonical decomposition of Khisti et al. (seed 003 §2.1, 2.5, 2.6).
+
+    Step 1 selects one draft token by importance weights; step 2 verifies it by single-draft
+    speculative sampling against the selected token's own marginal p_I (never against q). The
+    weights are optimal (from the relaxed-OTLP max-flow, seed 000 Theorem 4.1), so for two drafts
+    the acceptance is alpha*; for n > 2 the selection is successive and pairwise (Remark 3), not
+    optimal in general. ``scheme``: "iid" (identical drafts, q (V,)) or "independent" (one
+    draft model per draft, q (n, V)). The exact acceptance enumerates the draft tuples (at most
+    ``MAX_ACCEPTANCE_STATES``).
+    """
+
+    name = "khisti"
+    core_method = "khisti"
+
+    def __init__(self, scheme: str = "iid"):
+        if scheme not in ("iid", "independent"):
+            raise ValueError(f"verifier 'khisti': 'scheme' must be 'iid' or 'independent', got {scheme!r}")
+        self.scheme_kind = scheme
+
+    def __repr__(self) -> str:
+        return f"multidraft.verifier('khisti', scheme={self.scheme_kind!r})"
+
+    def acceptance(self, p, q, n=None):
+        p2, q3, n, batched = self._rows(p, q, n)
+        return _unbatch(_core.khisti_acceptance(p2, q3, n, self.scheme_kind, float(MAX_ACCEPTANCE_STATES)), batched)
+
+
 class OptimalTransport(Verifier):
     """``"otlp"``: the exact optimal verifier, pi = the OTLP plan (seed 000), acceptance alpha*.
 
@@ -288,7 +316,8 @@ def register(cls: Type[Verifier]) -> Type[Verifier]:
 
 
 for _cls in (SpeculativeSampling, NaiveRejection, RecursiveRejection, RecursiveRejectionWithoutReplacement,
-             KSequential, SpecHubVerifier, OptimalTransport, GlobalResolutionVerifier):
+             KSequential, SpecHubVerifier, CanonicalDecompositionVerifier, OptimalTransport,
+             GlobalResolutionVerifier):
     register(_cls)
 
 

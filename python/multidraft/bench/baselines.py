@@ -25,6 +25,7 @@ VERIFIERS: Dict[str, Dict[str, object]] = {
     "rrs_without_replacement": {},
     "spectr": {},
     "spechub": {},
+    "khisti": {},
     "otlp": {"method": "maxflow_cs"},
     "global_resolution": {"tau": 1e-3, "fallback": True},
 }
