@@ -255,6 +255,7 @@ def verifier_configs():
             configs.append(VerifierConfig(name, ns=(2,)))
         elif name == "khisti":
             configs += [VerifierConfig(name, (("scheme", s),)) for s in ("iid", "independent")]
+            configs.append(VerifierConfig(name, (("scheme", "iid"), ("truncation", 1))))
         elif name == "global_resolution":
             configs += [VerifierConfig(name, (("tau", tau),)) for tau in (1e-3, 1e-6)]
         else:

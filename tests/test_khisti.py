@@ -54,3 +54,22 @@ def test_theorem_2_predicate_by_enumeration(case):
     masks = np.array(np.meshgrid(*[[False, True]] * case.V)).reshape(case.V, -1).T
     condition = all(p[m].sum() >= q[m].sum() ** case.n - 1e-12 for m in masks)
     assert md.khisti.accepts_always(case.p, case.q, case.n) == condition
+
+
+@pytest.mark.parametrize("s, value", list(enumerate([0.88, 0.88, 0.92, 0.94, 0.94, 0.94])))
+def test_truncated_lp_golden_case_c(s, value):
+    """Algorithm 2 on the spec's case C, s = 0..5 (values to two decimals)."""
+    p, q = np.array([.3, .3, .2, .1, .1]), np.array([.6, .2, .1, .05, .05])
+    assert md.verifier("khisti", truncation=s).acceptance(p, q, 2) == pytest.approx(value, abs=5e-3)
+
+
+@pytest.mark.parametrize("case", [c for c in IID if c.n == 2], ids=case_id)
+@pytest.mark.parametrize("s", [0, 1, 2, 4])
+def test_truncated_lp_guarantee(case, s):
+    """Eq. (12): acceptance >= P* - sum over Omega_2 of (p - q^2)^+, Omega_1 = top s by p - q^2."""
+    p, q = case.p64 / case.p64.sum(), case.q64
+    order = sorted(range(case.V), key=lambda y: (-(p[y] - q[y] ** 2), y))
+    penalty = sum(max(p[y] - q[y] ** 2, 0.0) for y in order[s:])
+    acceptance = md.verifier("khisti", truncation=s).acceptance(case.p, case.q, 2)
+    alpha_star = md.optimal_acceptance(case.p, case.q, 2)
+    assert alpha_star - penalty - TOL <= acceptance <= alpha_star + TOL

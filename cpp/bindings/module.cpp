@@ -216,7 +216,7 @@ struct SpecHubPlan {  // residuals prepared once per (p, q) row
 };
 
 py::array_t<double> batched_transport(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts,
-                                      const std::string& kind, bool without_replacement) {
+                                      const std::string& kind, bool without_replacement, int truncation) {
   const SchemeKind k = parse_kind(kind);
   if (method == "sps")
     return transport_rows(p, q, drafts, [](const double* pr, const double* qr, int V, int) {
@@ -240,7 +240,7 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
     });
   if (method == "khisti")
     return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
-      return std::make_unique<CanonicalDecomposition>(pr, qr, V, n, k);
+      return std::make_unique<CanonicalDecomposition>(pr, qr, V, n, k, truncation);
     });
   if (method == "maxflow")
     return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
@@ -254,7 +254,7 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
 }
 
 py::array_t<double> batched_khisti_acceptance(const Doubles& p, const Doubles& q, int n, const std::string& kind,
-                                              double max_tuples) {
+                                              int truncation, double max_tuples) {
   const Batch b = batch_of(p, q);
   const SchemeKind k = parse_kind(kind);
   py::array_t<double> out(b.B);
@@ -263,7 +263,8 @@ py::array_t<double> batched_khisti_acceptance(const Doubles& p, const Doubles& q
   {
     py::gil_scoped_release release;
     for (py::ssize_t r = 0; r < b.B; ++r)
-      o[r] = CanonicalDecomposition(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V), n, k).acceptance(max_tuples);
+      o[r] = CanonicalDecomposition(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V), n, k, truncation)
+                 .acceptance(max_tuples);
   }
   return out;
 }
@@ -333,7 +334,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "multidraft C++ core (seed 000 optimal transport, single-draft verifiers, draft schemes)";
   m.attr("MAX_NETWORK_ARCS") = kMaxNetworkArcs;
   m.def("transport", &batched_transport, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
-        py::arg("kind") = "iid", py::arg("without_replacement") = false);
+        py::arg("kind") = "iid", py::arg("without_replacement") = false, py::arg("truncation") = -1);
   m.def("acceptance_rate", &batched_acceptance_rate, py::arg("p"), py::arg("q"));
   m.def("naive_acceptance", &batched_naive_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
   m.def("optimal_subset", &batched_optimal_subset, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"));
@@ -342,7 +343,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
   m.def("spechub_acceptance", &batched_spechub_acceptance, py::arg("p"), py::arg("q"));
   m.def("khisti_acceptance", &batched_khisti_acceptance, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"),
-        py::arg("max_tuples"));
+        py::arg("truncation"), py::arg("max_tuples"));
   m.def("kseq_acceptance", &batched_kseq_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
   m.def("rrs_acceptance", &batched_rrs_acceptance, py::arg("p"), py::arg("q"), py::arg("n"),
         py::arg("without_replacement"), py::arg("max_states"));

@@ -217,24 +217,35 @@ class CanonicalDecompositionVerifier(Verifier):
     weights are optimal (from the relaxed-OTLP max-flow, seed 000 Theorem 4.1), so for two drafts
     the acceptance is alpha*; for n > 2 the selection is successive and pairwise (Remark 3), not
     optimal in general. ``scheme``: "iid" (identical drafts, q (V,)) or "independent" (one
-    draft model per draft, q (n, V)). The exact acceptance enumerates the draft tuples (at most
+    draft model per draft, q (n, V)). ``truncation=s``: the first pair uses Algorithm 2 (truncated
+    LP with s free tokens, solved at run time as a small max-flow) instead of the optimal weights. The exact acceptance enumerates the draft tuples (at most
     ``MAX_ACCEPTANCE_STATES``).
     """
 
     name = "khisti"
     core_method = "khisti"
 
-    def __init__(self, scheme: str = "iid"):
+    def __init__(self, scheme: str = "iid", truncation: Optional[int] = None):
         if scheme not in ("iid", "independent"):
             raise ValueError(f"verifier 'khisti': 'scheme' must be 'iid' or 'independent', got {scheme!r}")
+        if truncation is not None:
+            check.count(truncation, "truncation", minimum=0)
+            if scheme != "iid":
+                raise ValueError("verifier 'khisti': 'truncation' (Algorithm 2) applies to identical drafts only")
         self.scheme_kind = scheme
+        self.truncation = -1 if truncation is None else int(truncation)
 
     def __repr__(self) -> str:
-        return f"multidraft.verifier('khisti', scheme={self.scheme_kind!r})"
+        extra = "" if self.truncation < 0 else f", truncation={self.truncation}"
+        return f"multidraft.verifier('khisti', scheme={self.scheme_kind!r}{extra})"
+
+    def _transport(self, p2, q3, n, drafts):
+        return _core.transport("khisti", p2, q3, drafts, self.scheme_kind, False, self.truncation)
 
     def acceptance(self, p, q, n=None):
         p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.khisti_acceptance(p2, q3, n, self.scheme_kind, float(MAX_ACCEPTANCE_STATES)), batched)
+        return _unbatch(_core.khisti_acceptance(p2, q3, n, self.scheme_kind, self.truncation,
+                                                float(MAX_ACCEPTANCE_STATES)), batched)
 
 
 class OptimalTransport(Verifier):

@@ -33,8 +33,17 @@ inline void add_mass(SparseLaw& law, int token, double mass) {
   law.emplace_back(token, mass);
 }
 
+// A selection stage: picks one token of a draft set; knows the selected token's law p_I.
+class Selection {
+ public:
+  virtual ~Selection() = default;
+  virtual const std::vector<double>& selected_law() const = 0;
+  // Adds `mass` times the selection law over the distinct tokens `tokens` to `out`.
+  virtual void select(const std::vector<int>& tokens, double mass, SparseLaw& out) const = 0;
+};
+
 // One optimal pairwise (or K-wise) selection: weights per set node, and the selected token's law.
-class CanonicalSelection {
+class CanonicalSelection : public Selection {
  public:
   CanonicalSelection(const double* p, const DraftScheme& scheme) : V_(scheme.vocabulary_size()) {
     nodes_ = set_nodes(scheme, index_);
@@ -52,10 +61,9 @@ class CanonicalSelection {
     }
   }
 
-  const std::vector<double>& selected_law() const { return selected_law_; }
+  const std::vector<double>& selected_law() const override { return selected_law_; }
 
-  // Adds `mass` times the selection law over the distinct tokens `tokens` to `out`.
-  void select(const std::vector<int>& tokens, double mass, SparseLaw& out) const {
+  void select(const std::vector<int>& tokens, double mass, SparseLaw& out) const override {
     const auto it = index_.find(tokens);
     if (it == index_.end()) throw std::invalid_argument("'drafts' has probability zero under the draft scheme");
     for (std::int64_t k = nodes_.offsets[it->second]; k < nodes_.offsets[it->second + 1]; ++k)
@@ -70,10 +78,92 @@ class CanonicalSelection {
   std::vector<double> selected_law_;
 };
 
+// Algorithm 2 of Khisti et al. (seed 003 §2.3), two identical drafts: tokens ranked by
+// p(y) - q(y)^2 (decreasing, ties by id); the top s (Omega_1) keep free pairwise weights, solved at
+// run time as the small max-flow of spec §2.3 step 5 (pairs {i, j} of Omega_1 with mass
+// 2 q_i q_j, sink capacities (p_k - q_k^2 - 2 q_k Q(Omega_2))^+); an Omega_1 token beats any
+// Omega_2 token, and inside Omega_2 the better-ranked token wins. Guarantee (eq. 12):
+// acceptance >= P* - sum_{y in Omega_2} (p(y) - q(y)^2)^+.
+class TruncatedPairSelection : public Selection {
+ public:
+  TruncatedPairSelection(const double* p, const double* q, int V, int s) : rank_(V), selected_law_(V, 0.0) {
+    std::vector<int> order(V);
+    for (int i = 0; i < V; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return p[a] - q[a] * q[a] > p[b] - q[b] * q[b]; });
+    for (int r = 0; r < V; ++r) rank_[order[r]] = r;
+    s_ = std::min(std::max(s, 0), V);
+    double mass_omega2 = 0.0, below = 0.0;  // below: draft mass of worse-ranked Omega_2 tokens
+    for (int r = s_; r < V; ++r) mass_omega2 += q[order[r]];
+    for (int r = V - 1; r >= s_; --r) {  // eq. 11, Omega_2
+      const int k = order[r];
+      selected_law_[k] = q[k] * q[k] + 2.0 * q[k] * below;
+      below += q[k];
+    }
+    // Omega_1: the free weights, by max-flow over its pairs.
+    std::vector<double> capacity(V, 0.0);
+    RightNodes pairs;
+    for (int a = 0; a < s_; ++a) {
+      const int i = order[a];
+      capacity[i] = std::max(p[i] - q[i] * q[i] - 2.0 * q[i] * mass_omega2, 0.0);
+      selected_law_[i] = q[i] * q[i] + 2.0 * q[i] * mass_omega2;
+      for (int b = a + 1; b < s_; ++b) {
+        const int j = order[b];
+        if (q[i] * q[j] <= 0.0) continue;
+        const int members[2] = {std::min(i, j), std::max(i, j)};
+        index_.emplace(std::vector<int>(members, members + 2), static_cast<std::int64_t>(pairs.size()));
+        pairs.add(members, 2, 2.0 * q[i] * q[j]);
+      }
+    }
+    const RelaxedFlow flow = max_relaxed_flow(capacity.data(), V, pairs);
+    weight_.resize(pairs.members.size());
+    for (std::size_t r = 0; r < pairs.size(); ++r) {
+      const std::int64_t begin = pairs.offsets[r];
+      const double routed = flow.member_flow[begin] + flow.member_flow[begin + 1];
+      for (std::int64_t k = begin; k < begin + 2; ++k) {  // unrouted mass only meets saturated sinks
+        weight_[k] = routed > 0.0 ? flow.member_flow[k] / routed : 0.5;
+        selected_law_[pairs.members[k]] += pairs.capacity[r] * weight_[k];
+      }
+    }
+    pairs_ = std::move(pairs);
+  }
+
+  const std::vector<double>& selected_law() const override { return selected_law_; }
+
+  void select(const std::vector<int>& tokens, double mass, SparseLaw& out) const override {
+    if (tokens.size() == 1) {
+      add_mass(out, tokens[0], mass);
+      return;
+    }
+    const int i = tokens[0], j = tokens[1];
+    const bool i_free = rank_[i] < s_, j_free = rank_[j] < s_;
+    if (i_free && j_free) {
+      const auto it = index_.find(tokens);
+      if (it == index_.end()) throw std::invalid_argument("'drafts' has probability zero under the draft scheme");
+      for (std::int64_t k = pairs_.offsets[it->second]; k < pairs_.offsets[it->second + 1]; ++k)
+        if (weight_[k] > 0.0) add_mass(out, pairs_.members[k], mass * weight_[k]);
+      return;
+    }
+    // Omega_1 beats Omega_2; inside Omega_2 the better rank wins.
+    const int winner = i_free ? i : (j_free ? j : (rank_[i] < rank_[j] ? i : j));
+    add_mass(out, winner, mass);
+  }
+
+ private:
+  std::vector<int> rank_;
+  int s_ = 0;
+  RightNodes pairs_;
+  NodeIndex index_;
+  std::vector<double> weight_;
+  std::vector<double> selected_law_;
+};
+
 class CanonicalDecomposition {
  public:
   // q: (V,) for identical drafts, (n, V) rows for independent drafts of different models.
-  CanonicalDecomposition(const double* p, const double* q, int V, int n, SchemeKind kind)
+  // truncation < 0: optimal weights; truncation = s >= 0: Algorithm 2 with s free tokens for the
+  // first pair (identical drafts only).
+  CanonicalDecomposition(const double* p, const double* q, int V, int n, SchemeKind kind, int truncation = -1)
       : V_(V), n_(n), kind_(kind), p_(p, p + V) {
     if (kind != SchemeKind::iid && kind != SchemeKind::independent)
       throw std::invalid_argument("'scheme' of the canonical decomposition must be 'iid' or 'independent'");
@@ -91,8 +181,13 @@ class CanonicalDecomposition {
       std::copy(row(0), row(0) + V, pair.begin());
       std::copy(row(1), row(1) + V, pair.begin() + V);
       const bool identical = kind == SchemeKind::iid;
-      stages_.push_back(std::make_unique<CanonicalSelection>(
-          p_.data(), DraftScheme(identical ? SchemeKind::iid : SchemeKind::independent, 2, V, identical ? row(0) : pair.data())));
+      if (truncation >= 0 && !identical)
+        throw std::invalid_argument("'truncation' (Algorithm 2) applies to identical drafts only");
+      if (truncation >= 0)
+        stages_.push_back(std::make_unique<TruncatedPairSelection>(p_.data(), row(0), V, truncation));
+      else
+        stages_.push_back(std::make_unique<CanonicalSelection>(
+            p_.data(), DraftScheme(identical ? SchemeKind::iid : SchemeKind::independent, 2, V, identical ? row(0) : pair.data())));
       for (int j = 2; j < n; ++j) {
         const std::vector<double>& previous = stages_.back()->selected_law();
         std::copy(previous.begin(), previous.end(), pair.begin());
@@ -184,7 +279,7 @@ class CanonicalDecomposition {
   int V_, n_;
   SchemeKind kind_;
   std::vector<double> p_, q_;
-  std::vector<std::unique_ptr<CanonicalSelection>> stages_;
+  std::vector<std::unique_ptr<Selection>> stages_;
   std::vector<double> selected_, accept_, residual_;
 };
 
