@@ -254,7 +254,7 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
 }
 
 py::array_t<double> batched_khisti_acceptance(const Doubles& p, const Doubles& q, int n, const std::string& kind,
-                                              int truncation, double max_tuples) {
+                                              int truncation, double max_work) {
   const Batch b = batch_of(p, q);
   const SchemeKind k = parse_kind(kind);
   py::array_t<double> out(b.B);
@@ -264,13 +264,13 @@ py::array_t<double> batched_khisti_acceptance(const Doubles& p, const Doubles& q
     py::gil_scoped_release release;
     for (py::ssize_t r = 0; r < b.B; ++r)
       o[r] = CanonicalDecomposition(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V), n, k, truncation)
-                 .acceptance(max_tuples);
+                 .acceptance(max_work);
   }
   return out;
 }
 
 py::array_t<double> batched_rrs_acceptance(const Doubles& p, const Doubles& q, int n, bool without_replacement,
-                                           double max_states) {
+                                           double max_work) {
   const Batch b = batch_of(p, q);
   py::array_t<double> out(b.B);
   const double *pp = p.data(), *qq = q.data();
@@ -279,7 +279,7 @@ py::array_t<double> batched_rrs_acceptance(const Doubles& p, const Doubles& q, i
     py::gil_scoped_release release;
     const int V = static_cast<int>(b.V);
     for (py::ssize_t r = 0; r < b.B; ++r)
-      o[r] = without_replacement ? rrs_without_replacement_acceptance(pp + r * b.V, qq + r * b.q_stride, V, n, max_states)
+      o[r] = without_replacement ? rrs_without_replacement_acceptance(pp + r * b.V, qq + r * b.q_stride, V, n, max_work)
                                  : rrs_acceptance(pp + r * b.V, qq + r * b.q_stride, V, n);
   }
   return out;
@@ -343,10 +343,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
   m.def("spechub_acceptance", &batched_spechub_acceptance, py::arg("p"), py::arg("q"));
   m.def("khisti_acceptance", &batched_khisti_acceptance, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"),
-        py::arg("truncation"), py::arg("max_tuples"));
+        py::arg("truncation"), py::arg("max_work"));
   m.def("kseq_acceptance", &batched_kseq_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
   m.def("rrs_acceptance", &batched_rrs_acceptance, py::arg("p"), py::arg("q"), py::arg("n"),
-        py::arg("without_replacement"), py::arg("max_states"));
+        py::arg("without_replacement"), py::arg("max_work"));
 
   py::class_<RelaxedPlan>(m, "RelaxedPlan")
       .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n, const std::string& network) {

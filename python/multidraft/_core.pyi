@@ -1,7 +1,7 @@
 """Type stub of the C++ core (cpp/bindings/module.cpp). Arrays are C-contiguous float64/int64.
 
 Batched layout: p (B, V); q (B, rows, V) with rows = n for independent drafts, else 1;
-drafts (B, n) int64; seeds (B,) uint64. ``kind``: "iid" | "without_replacement" | "independent".
+drafts (B, n) int64; seeds (B,) uint64. ``kind``: "iid" | "without_replacement" | "independent" | "hub".
 """
 import numpy as np
 import numpy.typing as npt
@@ -22,16 +22,19 @@ def sample_drafts(
 def sample_rows(laws: npt.NDArray[np.float64], seeds: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]: ...
 def transport(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], drafts: npt.NDArray[np.int64],
-    kind: str = "iid", without_replacement: bool = False,
+    kind: str = "iid", without_replacement: bool = False, truncation: int = -1,
 ) -> npt.NDArray[np.float64]:
     """Batched output laws (B, V) of a verifier: method in sps, naive, rrs, spectr, spechub,
-    maxflow, maxflow_cs; consecutive equal (p, q) rows share one plan."""
+    khisti, maxflow, maxflow_cs; consecutive equal (p, q) rows share one plan."""
 def rrs_acceptance(
-    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, without_replacement: bool, max_states: float
+    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, without_replacement: bool, max_work: float
 ) -> npt.NDArray[np.float64]: ...
 def kseq_acceptance(
     p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def khisti_acceptance(
+    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, kind: str, truncation: int, max_work: float
+) -> npt.NDArray[np.float64]: ...
 def spechub_acceptance(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
 
 class RelaxedPlan:

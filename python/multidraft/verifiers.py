@@ -15,8 +15,9 @@ from .global_resolution import GlobalResolution
 from .otlp import OTLP_METHODS, optimal_acceptance, solve_otlp
 from .schemes import DraftScheme, batched_inputs, scheme_kind
 
-#: Largest number of draft prefixes an exact "rrs_without_replacement" acceptance enumerates.
-MAX_ACCEPTANCE_STATES = 10**6
+#: Largest work (elementary steps) of an exact acceptance that enumerates draft prefixes or tuples
+#: ("rrs_without_replacement": prefixes times draft support; "khisti" with n > 1: tuples times n^2).
+MAX_ACCEPTANCE_WORK = 10**8
 
 
 def _unbatch(values: np.ndarray, batched: bool) -> Union[float, np.ndarray]:
@@ -147,7 +148,7 @@ class RecursiveRejection(Verifier):
 
     def acceptance(self, p, q, n=1):
         p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.rrs_acceptance(p2, q3, n, self.without_replacement, float(MAX_ACCEPTANCE_STATES)),
+        return _unbatch(_core.rrs_acceptance(p2, q3, n, self.without_replacement, float(MAX_ACCEPTANCE_WORK)),
                         batched)
 
 
@@ -156,7 +157,7 @@ class RecursiveRejectionWithoutReplacement(RecursiveRejection):
 
     After a rejection the residual is taken against the current draft law, then the rejected
     token is removed from it. The exact acceptance sums over draft prefixes (order matters), about
-    k^n of them for a draft support of k; beyond ``MAX_ACCEPTANCE_STATES`` it is refused.
+    k^n of them for a draft support of k, O(k) each; beyond ``MAX_ACCEPTANCE_WORK`` it is refused.
     """
 
     name = "rrs_without_replacement"
@@ -218,8 +219,8 @@ class CanonicalDecompositionVerifier(Verifier):
     the acceptance is alpha*; for n > 2 the selection is successive and pairwise (Remark 3), not
     optimal in general. ``scheme``: "iid" (identical drafts, q (V,)) or "independent" (one
     draft model per draft, q (n, V)). ``truncation=s``: the first pair uses Algorithm 2 (truncated
-    LP with s free tokens, solved at run time as a small max-flow) instead of the optimal weights. The exact acceptance enumerates the draft tuples (at most
-    ``MAX_ACCEPTANCE_STATES``).
+    LP with s free tokens, solved at run time as a small max-flow) instead of the optimal weights.
+    The exact acceptance enumerates the draft tuples (work at most ``MAX_ACCEPTANCE_WORK``).
     """
 
     name = "khisti"
@@ -245,7 +246,7 @@ class CanonicalDecompositionVerifier(Verifier):
     def acceptance(self, p, q, n=None):
         p2, q3, n, batched = self._rows(p, q, n)
         return _unbatch(_core.khisti_acceptance(p2, q3, n, self.scheme_kind, self.truncation,
-                                                float(MAX_ACCEPTANCE_STATES)), batched)
+                                                float(MAX_ACCEPTANCE_WORK)), batched)
 
 
 class OptimalTransport(Verifier):

@@ -244,13 +244,14 @@ class CanonicalDecomposition {
   }
 
   // Exact P(output is one of the drafts), by enumerating the draft tuples (refused beyond
-  // max_tuples): the two-step acceptance sum_y min(p, p_I) plus residual draws that hit a draft.
-  double acceptance(double max_tuples) const {
+  // max_work, counted as tuples times n^2): the two-step acceptance sum_y min(p, p_I) plus
+  // residual draws that hit a draft.
+  double acceptance(double max_work) const {
     const DraftScheme scheme(kind_, n_, V_, q_.data());
     const std::vector<int> support = scheme.support();
     double tuples = 1.0;
     for (int j = 0; j < n_; ++j) tuples *= static_cast<double>(support.size());
-    if (tuples > max_tuples)
+    if (tuples * n_ * n_ > max_work)
       throw std::invalid_argument("request too large: the exact acceptance of 'khisti' enumerates about " +
                                   std::to_string(tuples) + " draft tuples; reduce the draft support of 'q' or 'n'");
     std::vector<int> position(n_, 0), drafts(n_);

@@ -66,14 +66,14 @@ inline double rrs_acceptance(const double* p, const double* q, int V, int n) {
 }
 
 // Exact acceptance without replacement: the residual depends on the order of the rejected
-// drafts, so the expectation runs over draft prefixes (depth-first, about k^n states for a
-// draft support of k); refused beyond `max_states`.
-inline double rrs_without_replacement_acceptance(const double* p, const double* q, int V, int n, double max_states) {
+// drafts, so the expectation runs over draft prefixes (depth-first, about k^n prefixes of O(k)
+// work each for a draft support of k); refused when prefixes times k exceed `max_work`.
+inline double rrs_without_replacement_acceptance(const double* p, const double* q, int V, int n, double max_work) {
   int support = 0;
   for (int t = 0; t < V; ++t) support += q[t] > 0.0;
   double states = 1.0;
   for (int i = 0; i < n; ++i) states *= std::max(support - i, 1);
-  if (states > max_states)
+  if (states * (support + 1) > max_work)
     throw std::invalid_argument("request too large: the exact acceptance of 'rrs_without_replacement' needs about " +
                                 std::to_string(states) + " draft prefixes; reduce the draft support of 'q' or 'n'");
   // Only the draft support and the target mass outside it (one merged token, never drafted)
