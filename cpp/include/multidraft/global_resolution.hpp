@@ -285,8 +285,20 @@ class GlobalResolutionPlan {
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
     NewtonReport solved = minimise_newton(objective, warm_start(member_mass, bases[0], targets, slack), report.threshold,
                                           options_.max_iterations, !slack, workspace);
+    int iterations = solved.iterations;
+    if (!solved.converged && slack) {  // a warm start deep in a flat region can stall: restart at 0
+      NewtonReport cold = minimise_newton(objective, Eigen::VectorXd::Zero(m), report.threshold,
+                                          options_.max_iterations, !slack, workspace);
+      iterations += cold.iterations;
+      if (cold.converged || cold.gradient_l1 < solved.gradient_l1) {
+        solved = std::move(cold);
+      } else {  // keep the warm result; the acceptance below needs its shares back in the workspace
+        Eigen::VectorXd gradient;
+        objective.evaluate(solved.solution, nullptr, &gradient, &workspace.curvature);
+      }
+    }
     report.gradient_l1 = solved.gradient_l1;
-    report.iterations = solved.iterations;
+    report.iterations = iterations;
     report.converged = solved.converged;
     if (acceptance) {  // sum_U weight1_U * (1 - slack share), shares from the last curvature pass
       const Curvature& shares = workspace.curvature;
