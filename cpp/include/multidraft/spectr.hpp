@@ -21,9 +21,10 @@ struct KSequential {
   std::vector<double> residual;  // p_res, normalised (empty when nothing is ever rejected)
 };
 
-inline double kseq_beta(const double* p, const double* q, int V, double rho) {
+// beta(rho) over the draft support (tokens with q = 0 add nothing), O(k) per evaluation.
+inline double kseq_beta(const double* p, const double* q, const std::vector<int>& support, double rho) {
   double beta = 0.0;
-  for (int x = 0; x < V; ++x) beta += std::min(q[x], p[x] / rho);
+  for (int x : support) beta += std::min(q[x], p[x] / rho);
   return beta;
 }
 
@@ -32,8 +33,11 @@ inline double any_accepted(double beta, int n) { return beta >= 1.0 ? 1.0 : -std
 
 inline KSequential kseq_prepare(const double* p, const double* q, int V, int n) {
   KSequential k;
+  std::vector<int> support;
+  for (int x = 0; x < V; ++x)
+    if (q[x] > 0.0) support.push_back(x);
   auto valid = [&](double rho) {
-    const double beta = kseq_beta(p, q, V, rho);
+    const double beta = kseq_beta(p, q, support, rho);
     return any_accepted(beta, n) <= rho * beta;
   };
   double lo = 1.0, hi = static_cast<double>(n);
@@ -46,7 +50,7 @@ inline KSequential kseq_prepare(const double* p, const double* q, int V, int n) 
     }
   }
   k.rho = hi;  // the valid end of the bracket: p_res is non-negative up to round-off
-  k.beta = kseq_beta(p, q, V, k.rho);
+  k.beta = kseq_beta(p, q, support, k.rho);
   k.acceptance = any_accepted(k.beta, n);
   const double rejected = 1.0 - k.acceptance;
   if (!(rejected > 0.0)) return k;
