@@ -85,6 +85,13 @@ class Case:
             return (self.p, self.q), {}
         return (self.p, self.q, self.n), {"scheme": self.scheme}
 
+    def solve(self, plan_method):
+        """md.solve_otlp on this instance with one of PLAN_METHODS = (method, extra keywords)."""
+        import multidraft as md
+        method, extra = plan_method
+        args, kwargs = self.solve_args()
+        return md.solve_otlp(*args, method=method, **extra, **kwargs)
+
     def solve_args(self):
         """(args, kwargs) for md.solve_otlp / md.GlobalResolution."""
         if self.scheme == "independent":

@@ -46,9 +46,7 @@ def known_acceptance(name, case):
 @pytest.mark.parametrize("plan_method", PLAN_METHODS, ids=plan_id)
 @pytest.mark.parametrize("case", PLAN_CASES, ids=case_id)
 def test_plan_is_lossless_and_optimal(case, plan_method):
-    method, extra = plan_method
-    args, kwargs = case.solve_args()
-    plan = md.solve_otlp(*args, method=method, **extra, **kwargs)
+    plan = case.solve(plan_method)
     accepted = enumerated_acceptance(case, plan.transport)
     assert abs(accepted - plan.alpha) <= TOL
     assert abs(accepted - case.brute[0]) <= TOL

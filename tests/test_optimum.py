@@ -36,10 +36,8 @@ def test_optimal_subset_is_the_smallest_minimiser(case):
 @pytest.mark.parametrize("plan_method", PLAN_METHODS, ids=plan_id)
 @pytest.mark.parametrize("case", ALL_CASES, ids=case_id)
 def test_solve_otlp_alpha_matches_lp(case, plan_method):
-    method, extra = plan_method
-    args, kwargs = case.solve_args()
-    plan = md.solve_otlp(*args, method=method, **extra, **kwargs)
-    assert plan.method == method
+    plan = case.solve(plan_method)
+    assert plan.method == plan_method[0]
     assert abs(plan.alpha - case.lp[0]) <= TOL
     assert abs(plan.alpha - case.brute[0]) <= TOL
 

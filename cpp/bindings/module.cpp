@@ -61,47 +61,37 @@ Batch batch_of(const Doubles& p, const Doubles& q) {
   return {p.shape(0), p.shape(1), q.shape(1) * q.shape(2)};
 }
 
-py::array_t<double> batched_acceptance_rate(const Doubles& p, const Doubles& q) {
+// The shell of every batched per-row computation: calls row(r, p_row, q_row, V) for the B rows
+// of p (B, V) and q (B, rows, V) with the GIL released.
+template <class Row>
+void for_each_row(const Doubles& p, const Doubles& q, Row row) {
   const Batch b = batch_of(p, q);
-  py::array_t<double> out(b.B);
   const double *pp = p.data(), *qq = q.data();
-  double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < b.B; ++r) o[r] = sps_acceptance(pp + r * b.V, qq + r * b.q_stride, b.V);
-  }
-  return out;
+  py::gil_scoped_release release;
+  for (py::ssize_t r = 0; r < b.B; ++r) row(r, pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V));
 }
 
-py::array_t<double> batched_naive_acceptance(const Doubles& p, const Doubles& q, int n) {
-  const Batch b = batch_of(p, q);
-  py::array_t<double> out(b.B);
-  const double *pp = p.data(), *qq = q.data();
+// One value per row: value(p_row, q_row, V) -> (B,).
+template <class Value>
+py::array_t<double> values_per_row(const Doubles& p, const Doubles& q, Value value) {
+  py::array_t<double> out(p.shape(0));
   double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < b.B; ++r) o[r] = multidraft::naive_acceptance(pp + r * b.V, qq + r * b.q_stride, b.V, n);
-  }
+  for_each_row(p, q, [&](py::ssize_t r, const double* pr, const double* qr, int V) { o[r] = value(pr, qr, V); });
   return out;
 }
 
 py::tuple batched_optimal_subset(const Doubles& p, const Doubles& q, int n, const std::string& kind) {
-  const Batch b = batch_of(p, q);
   const SchemeKind k = parse_kind(kind);
-  py::array_t<double> alpha(b.B);
-  py::array_t<bool> in_H({b.B, b.V});
-  const double *pp = p.data(), *qq = q.data();
+  const py::ssize_t B = p.shape(0), V = p.shape(1);
+  py::array_t<double> alpha(B);
+  py::array_t<bool> in_H({B, V});
   double* a = alpha.mutable_data();
   bool* h = in_H.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < b.B; ++r) {
-      const DraftScheme scheme(k, n, static_cast<int>(b.V), qq + r * b.q_stride);
-      const SubsetSolution s = multidraft::optimal_subset(pp + r * b.V, scheme);
-      a[r] = s.alpha;
-      for (py::ssize_t i = 0; i < b.V; ++i) h[r * b.V + i] = s.in_H[i] != 0;
-    }
-  }
+  for_each_row(p, q, [&](py::ssize_t r, const double* pr, const double* qr, int V) {
+    const SubsetSolution s = multidraft::optimal_subset(pr, DraftScheme(k, n, V, qr));
+    a[r] = s.alpha;
+    for (int i = 0; i < V; ++i) h[r * V + i] = s.in_H[i] != 0;
+  });
   return py::make_tuple(alpha, in_H);
 }
 
@@ -253,65 +243,15 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
   throw std::invalid_argument("internal: unknown batched transport '" + method + "'");
 }
 
-py::array_t<double> batched_khisti_acceptance(const Doubles& p, const Doubles& q, int n, const std::string& kind,
-                                              int truncation, double max_work) {
-  const Batch b = batch_of(p, q);
-  const SchemeKind k = parse_kind(kind);
-  py::array_t<double> out(b.B);
-  const double *pp = p.data(), *qq = q.data();
-  double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < b.B; ++r)
-      o[r] = CanonicalDecomposition(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V), n, k, truncation)
-                 .acceptance(max_work);
-  }
-  return out;
-}
-
-py::array_t<double> batched_rrs_acceptance(const Doubles& p, const Doubles& q, int n, bool without_replacement,
-                                           double max_work) {
-  const Batch b = batch_of(p, q);
-  py::array_t<double> out(b.B);
-  const double *pp = p.data(), *qq = q.data();
-  double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    const int V = static_cast<int>(b.V);
-    for (py::ssize_t r = 0; r < b.B; ++r)
-      o[r] = without_replacement ? rrs_without_replacement_acceptance(pp + r * b.V, qq + r * b.q_stride, V, n, max_work)
-                                 : rrs_acceptance(pp + r * b.V, qq + r * b.q_stride, V, n);
-  }
-  return out;
-}
-
 py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
-  const Batch b = batch_of(p, q);
-  py::array_t<double> acceptance(b.B), rho(b.B);
-  const double *pp = p.data(), *qq = q.data();
+  py::array_t<double> acceptance(p.shape(0)), rho(p.shape(0));
   double *a = acceptance.mutable_data(), *r = rho.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t i = 0; i < b.B; ++i) {
-      const KSequential k = kseq_prepare(pp + i * b.V, qq + i * b.q_stride, static_cast<int>(b.V), n);
-      a[i] = k.acceptance;
-      r[i] = k.rho;
-    }
-  }
+  for_each_row(p, q, [&](py::ssize_t i, const double* pr, const double* qr, int V) {
+    const KSequential k = kseq_prepare(pr, qr, V, n);
+    a[i] = k.acceptance;
+    r[i] = k.rho;
+  });
   return py::make_tuple(acceptance, rho);
-}
-
-py::array_t<double> batched_spechub_acceptance(const Doubles& p, const Doubles& q) {
-  const Batch b = batch_of(p, q);
-  py::array_t<double> out(b.B);
-  const double *pp = p.data(), *qq = q.data();
-  double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < b.B; ++r)
-      o[r] = spechub_acceptance(pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V));
-  }
-  return out;
 }
 
 // Slices of a plan at M tuples (M, n) -> (M, V).
@@ -335,18 +275,32 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_NETWORK_ARCS") = kMaxNetworkArcs;
   m.def("transport", &batched_transport, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
         py::arg("kind") = "iid", py::arg("without_replacement") = false, py::arg("truncation") = -1);
-  m.def("acceptance_rate", &batched_acceptance_rate, py::arg("p"), py::arg("q"));
-  m.def("naive_acceptance", &batched_naive_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
+  m.def("acceptance_rate", [](const Doubles& p, const Doubles& q) {
+    return values_per_row(p, q, [](const double* pr, const double* qr, int V) { return sps_acceptance(pr, qr, V); });
+  }, py::arg("p"), py::arg("q"));
+  m.def("naive_acceptance", [](const Doubles& p, const Doubles& q, int n) {
+    return values_per_row(p, q, [n](const double* pr, const double* qr, int V) { return naive_acceptance(pr, qr, V, n); });
+  }, py::arg("p"), py::arg("q"), py::arg("n"));
+  m.def("spechub_acceptance", [](const Doubles& p, const Doubles& q) {
+    return values_per_row(p, q, [](const double* pr, const double* qr, int V) { return spechub_acceptance(pr, qr, V); });
+  }, py::arg("p"), py::arg("q"));
+  m.def("rrs_acceptance", [](const Doubles& p, const Doubles& q, int n, bool without_replacement, double max_work) {
+    return values_per_row(p, q, [&](const double* pr, const double* qr, int V) {
+      return without_replacement ? rrs_without_replacement_acceptance(pr, qr, V, n, max_work) : rrs_acceptance(pr, qr, V, n);
+    });
+  }, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("without_replacement"), py::arg("max_work"));
+  m.def("khisti_acceptance", [](const Doubles& p, const Doubles& q, int n, const std::string& kind, int truncation,
+                                double max_work) {
+    const SchemeKind k = parse_kind(kind);
+    return values_per_row(p, q, [&](const double* pr, const double* qr, int V) {
+      return CanonicalDecomposition(pr, qr, V, n, k, truncation).acceptance(max_work);
+    });
+  }, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"), py::arg("truncation"), py::arg("max_work"));
   m.def("optimal_subset", &batched_optimal_subset, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"));
   m.def("tuple_probability", &tuple_probability, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("drafts"));
   m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
   m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
-  m.def("spechub_acceptance", &batched_spechub_acceptance, py::arg("p"), py::arg("q"));
-  m.def("khisti_acceptance", &batched_khisti_acceptance, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"),
-        py::arg("truncation"), py::arg("max_work"));
   m.def("kseq_acceptance", &batched_kseq_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
-  m.def("rrs_acceptance", &batched_rrs_acceptance, py::arg("p"), py::arg("q"), py::arg("n"),
-        py::arg("without_replacement"), py::arg("max_work"));
 
   py::class_<RelaxedPlan>(m, "RelaxedPlan")
       .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n, const std::string& network) {
@@ -356,7 +310,6 @@ PYBIND11_MODULE(_core, m) {
            }),
            py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("network"))
       .def_property_readonly("alpha", &RelaxedPlan::alpha)
-      .def_property_readonly("network_nodes", &RelaxedPlan::network_nodes)
       .def("transport", [](const RelaxedPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); });
 
   py::class_<SlacknessPlan>(m, "SlacknessPlan")
@@ -367,13 +320,6 @@ PYBIND11_MODULE(_core, m) {
            }),
            py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"))
       .def_property_readonly("alpha", &SlacknessPlan::alpha)
-      .def_property_readonly("smallest_minimiser",
-                             [](const SlacknessPlan& plan) {
-                               const auto& h = plan.smallest_minimiser();
-                               py::array_t<bool> out(static_cast<py::ssize_t>(h.size()));
-                               for (std::size_t i = 0; i < h.size(); ++i) out.mutable_data()[i] = h[i] != 0;
-                               return out;
-                             })
       .def("transport", [](const SlacknessPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); });
 
   py::class_<GlobalResolutionPlan>(m, "GlobalResolutionPlan")

@@ -194,7 +194,6 @@ class GlobalResolutionPlan {
 
   double alpha() const { return alpha_; }
   double alpha_star() const { return split_.subset.alpha; }
-  const std::vector<char>& smallest_minimiser() const { return split_.subset.in_H; }
   const SystemReport& outer_report() const { return outer_; }
   const SystemReport& inner_report() const { return inner_; }
   // The Lemma 6.6 guarantees were met: L1 <= 15 tau and acceptance within 10 tau (the corrected

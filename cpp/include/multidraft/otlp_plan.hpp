@@ -86,8 +86,6 @@ class RelaxedPlan {
   }
 
   double alpha() const { return std::clamp(flow_.value, 0.0, 1.0); }
-  // Right nodes of the solved network (benchmarks report the network size).
-  std::size_t network_nodes() const { return nodes_.size(); }
 
   void transport(const int* drafts, double* out) const {
     inputs_.check_drafts(drafts);
@@ -126,7 +124,6 @@ class SlacknessPlan {
   }
 
   double alpha() const { return subset_.alpha; }
-  const std::vector<char>& smallest_minimiser() const { return subset_.in_H; }
 
   void transport(const int* drafts, double* out) const {
     inputs_.check_drafts(drafts);
