@@ -13,51 +13,70 @@
 
 #include <Eigen/Dense>
 
+#include "multidraft/full_subsets.hpp"
+
 namespace multidraft {
 
-// Largest term (number of drafts n) the objectives handle; bounded so shares live on the stack.
-constexpr int kMaxTermSize = 16;
-
-// Terms over variables 0..m-1 in CSR form: term k has members[offsets[k] .. offsets[k+1]).
+// Explicit terms over variables 0..m-1 in CSR form: term k has members[offsets[k] .. offsets[k+1])
+// and weight[k]; extra_weight[b][k] are the weights of further EGF bases (not in the objective).
 struct GroupedTerms {
   int variables = 0;
   std::vector<std::int64_t> offsets{0};
   std::vector<int> members;
   std::vector<double> weight;
+  std::vector<std::vector<double>> extra_weight;
 
   std::size_t size() const { return weight.size(); }
+  void append(const int* term, int size, double w, double extra) {
+    members.insert(members.end(), term, term + size);
+    offsets.push_back(static_cast<std::int64_t>(members.size()));
+    weight.push_back(w);
+    for (auto& e : extra_weight) e.push_back(extra);
+  }
 };
 
 // Second-order information at a point: the dense Hessian (small problems) or, matrix-free,
-// every member's softmax share and the Hessian diagonal (large problems).
+// every explicit member's softmax share, e^{a} (for the implicit terms) and the Hessian diagonal.
 struct Curvature {
   bool dense = true;
   Eigen::MatrixXd hessian;
   std::vector<double> share;  // aligned with GroupedTerms::members
+  Eigen::VectorXd power;      // e^{a}, when the point allowed unshifted passes
   Eigen::VectorXd diagonal;
 };
 
+// While every |a_i| <= this, e^{a_i} is computed once per variable instead of once per term
+// member (no overflow or underflow is possible); beyond, explicit terms are shifted by their
+// own maximum, and implicit ones are first stored explicitly.
+constexpr double kUnshiftedLimit = 600.0;
+
 struct ConvexObjective {
-  GroupedTerms terms;
+  GroupedTerms terms;      // explicit terms (those smaller than n when `full` is used)
+  FullSubsetTerms full;    // implicit terms: every n-subset (full_subsets.hpp)
   Eigen::VectorXd target;  // t_i: outer row targets p_i, or inner p(i)
   bool slack = false;      // inner problem: a slack token with a = 0 in every term
 
+  double term_count() const { return static_cast<double>(terms.size()) + full.count(); }
+
   // Value, gradient and curvature, each only when asked (nullptr skips it; the value costs one
-  // logarithm per term, so the Newton loop avoids it when it can). While every |a_i| <= 600,
-  // e^{a_i} is computed once per variable instead of once per term member (no overflow or
-  // underflow is possible then); beyond, each term is shifted by its own maximum.
-  void evaluate(const Eigen::VectorXd& a, double* value, Eigen::VectorXd* gradient, Curvature* curvature) const {
+  // logarithm per term, so the Newton loop avoids it when it can). A point outside the unshifted
+  // range first turns the implicit terms into explicit ones (rare: Newton iterates stay small).
+  void evaluate(const Eigen::VectorXd& a, double* value, Eigen::VectorXd* gradient, Curvature* curvature) {
     const int m = terms.variables;
+    const bool unshifted = m == 0 || a.cwiseAbs().maxCoeff() <= kUnshiftedLimit;
+    if (!unshifted) materialise_full_subsets();
     if (value) *value = -target.dot(a);
+    Eigen::VectorXd scratch_gradient;
+    if (!gradient && !full.empty()) gradient = &scratch_gradient;  // the implicit pass needs one
     if (gradient) *gradient = -target;
     if (curvature) {
       if (curvature->dense) curvature->hessian.setZero(m, m);
       curvature->share.resize(terms.members.size());
       curvature->diagonal.setZero(m);
     }
-    const bool unshifted = m == 0 || a.cwiseAbs().maxCoeff() <= 600.0;
     Eigen::VectorXd power;
     if (unshifted) power = a.array().exp();
+    if (curvature) curvature->power = power;
     double local[kMaxTermSize];
     for (std::size_t k = 0; k < terms.size(); ++k) {
       const std::int64_t begin = terms.offsets[k], end = terms.offsets[k + 1];
@@ -89,6 +108,16 @@ struct ConvexObjective {
         for (std::int64_t l = begin; l < end; ++l) curvature->hessian(u, terms.members[l]) -= w * su * local[l - begin];
       }
     }
+    if (full.empty()) return;
+    FullSubsetGradient pass{power.data(), full.mass.data(), slack ? 1.0 : 0.0, slack, gradient->data(),
+                            curvature ? curvature->diagonal.data() : nullptr,
+                            curvature && curvature->dense ? curvature->hessian.data() : nullptr, m};
+    pass.want_value = value != nullptr;
+    if (pass.hessian) pass.scratch.resize(m);
+    for_each_full_subset(full, pass);
+    if (value) *value += pass.value;
+    if (pass.hessian)  // the implicit pass wrote the lower triangle only
+      curvature->hessian.triangularView<Eigen::StrictlyUpper>() = curvature->hessian.transpose();
   }
 
   // Hessian-vector product from stored shares: each term adds w (s ∘ v - s (s · v)) (spec §2.6).
@@ -104,14 +133,42 @@ struct ConvexObjective {
         out[u] += w * curvature.share[j] * (v[u] - dot);
       }
     }
+    FullSubsetHessianTimes pass{curvature.power.data(), full.mass.data(), slack ? 1.0 : 0.0, v.data(), out.data()};
+    for_each_full_subset(full, pass);
+  }
+
+  // sum_U extra_weight[base]_U * (accepted share of U) at a: the mass of the tuples a plan
+  // accepts, counted with another EGF base (inner acceptance; the slack's share is rejected).
+  double accepted_mass(const Eigen::VectorXd& a, int base) {
+    if (terms.variables > 0 && a.cwiseAbs().maxCoeff() > kUnshiftedLimit) materialise_full_subsets();
+    double accepted = 0.0;
+    for (std::size_t k = 0; k < terms.size(); ++k) {
+      double shift = 0.0;  // the slack's a = 0 takes part in the maximum
+      for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j) shift = std::max(shift, a[terms.members[j]]);
+      double inside = 0.0;
+      for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j) inside += std::exp(a[terms.members[j]] - shift);
+      accepted += terms.extra_weight[base][k] * inside / (std::exp(-shift) + inside);
+    }
+    if (full.empty()) return accepted;
+    const Eigen::VectorXd power = a.array().exp();
+    Eigen::VectorXd gradient = Eigen::VectorXd::Zero(terms.variables);
+    FullSubsetGradient pass{power.data(), full.mass.data(), 1.0, true, gradient.data(), nullptr, nullptr,
+                            terms.variables};
+    for_each_full_subset(full, pass);  // full-size weights are the same for every base
+    return accepted + pass.accepted;
+  }
+
+  // Stores the implicit terms explicitly (every base gets the same full-size weight).
+  void materialise_full_subsets() {
+    enumerate_full_subsets(full, [&](const int* members, int size, double w) { terms.append(members, size, w, w); });
+    full.size = 0;
   }
 };
 
 // Storage reused from one solve to the next on the same thread (see convex_workspace).
 struct ConvexWorkspace {
   ConvexObjective objective;
-  std::vector<std::vector<double>> extra_weights;
-  Curvature curvature, trial_curvature;  // on return, `curvature` holds the solution's shares
+  Curvature curvature, trial_curvature;
 };
 
 inline ConvexWorkspace& convex_workspace() {
@@ -172,7 +229,7 @@ inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, con
 // With `gauge` (outer problem) the objective is linear along 1, so g and d are centred: the
 // 1-component of the gradient is -delta_T whatever a is. Stops when ||g||_1 <= threshold (the L1
 // norm the theory needs, not SciPy's max-norm; spec §8.4).
-inline NewtonReport minimise_newton(const ConvexObjective& objective, Eigen::VectorXd start, double threshold,
+inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd start, double threshold,
                                     int max_iterations, bool gauge, ConvexWorkspace& workspace) {
   NewtonReport report;
   const int m = objective.terms.variables;

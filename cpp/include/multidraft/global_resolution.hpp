@@ -44,28 +44,33 @@ struct SystemReport {
   double deviation_bound() const { return gradient_l1 + 3.0 * truncation_error; }
 };
 
-// Grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
-// (spec §2.7), by depth-first search sharing each parent's polynomial: O(n^2) per subset, with
-// each token's factor coefficients q^d / d! computed once. bases[0] gives terms.weight, each
-// further base a vector of `extra_weights`. Storage is resized, not reallocated, so a reused
-// workspace touches no new memory. Returns false when the term count would exceed max_terms.
+// The grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
+// (spec §2.7): the n-subsets implicitly (full_subsets.hpp: weight n! prod q_u for every base), the
+// smaller ones stored, built by depth-first search sharing each parent's polynomial, O(n^2) per
+// subset, with each token's factor coefficients q^d / d! computed once. bases[0] gives the
+// objective's weights, each further base an `extra_weight` vector. Storage is resized, not
+// reallocated, so a reused workspace touches no new memory. Returns false when the number of
+// terms would exceed max_terms (the work budget, implicit terms included).
 inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
-                                double max_terms, GroupedTerms& terms,
-                                std::vector<std::vector<double>>& extra_weights) {
+                                double max_terms, ConvexObjective& objective) {
   double count, members;
   count_small_subsets(static_cast<std::int64_t>(member_mass.size()), n, count, members);
   if (count > max_terms) return false;
   const int m = static_cast<int>(member_mass.size());
   const int B = static_cast<int>(bases.size());
   const int width = n + 1;
+  const int stored_size = n - 1;  // largest stored term
+  count_small_subsets(m, stored_size, count, members);
+  GroupedTerms& terms = objective.terms;
   const std::size_t total_terms = static_cast<std::size_t>(count);
   terms.variables = m;
   terms.offsets.resize(total_terms + 1);
   terms.offsets[0] = 0;
   terms.members.resize(static_cast<std::size_t>(members));
   terms.weight.resize(total_terms);
-  extra_weights.resize(B - 1);
-  for (auto& w : extra_weights) w.resize(total_terms);
+  terms.extra_weight.resize(B - 1);
+  for (auto& w : terms.extra_weight) w.resize(total_terms);
+  objective.full.assign(member_mass, n);
 
   std::vector<double> factor(static_cast<std::size_t>(m) * width, 0.0);  // q^d / d!, d = 0..n
   for (int k = 0; k < m; ++k) {
@@ -81,7 +86,7 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   std::size_t written = 0, member_end = 0;
   std::vector<double> top(B);
   auto recurse = [&](auto&& self, int start, int depth) -> void {
-    const bool leaf = depth + 1 == n;  // leaves need only the degree-n coefficient
+    const bool leaf = depth + 1 == stored_size;  // leaves need only the degree-n coefficient
     for (int k = start; k < m; ++k) {
       current.push_back(k);
       const double* f = &factor[k * width];
@@ -100,18 +105,18 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
       if (positive) {
         for (int member : current) terms.members[member_end++] = member;
         terms.offsets[written + 1] = static_cast<std::int64_t>(member_end);
-        for (int b = 1; b < B; ++b) extra_weights[b - 1][written] = top[b];
+        for (int b = 1; b < B; ++b) terms.extra_weight[b - 1][written] = top[b];
         terms.weight[written++] = top[0];
       }
       if (!leaf) self(self, k + 1, depth + 1);
       current.pop_back();
     }
   };
-  recurse(recurse, 0, 0);
+  if (stored_size > 0) recurse(recurse, 0, 0);
   terms.offsets.resize(written + 1);
   terms.members.resize(member_end);
   terms.weight.resize(written);
-  for (auto& w : extra_weights) w.resize(written);
+  for (auto& w : terms.extra_weight) w.resize(written);
   return true;
 }
 
@@ -272,7 +277,7 @@ class GlobalResolutionPlan {
     ConvexWorkspace& workspace = convex_workspace();
     ConvexObjective& objective = workspace.objective;
     objective.slack = slack;
-    if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective.terms, workspace.extra_weights)) {
+    if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective)) {
       double count, members;
       count_small_subsets(m, n_, count, members);
       report.terms = count;
@@ -280,7 +285,7 @@ class GlobalResolutionPlan {
       report.converged = false;
       return std::vector<double>(m, 0.0);
     }
-    report.terms = static_cast<double>(objective.terms.size());
+    report.terms = objective.term_count();
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
     NewtonReport solved = minimise_newton(objective, warm_start(member_mass, bases[0], targets, slack), report.threshold,
                                           options_.max_iterations, !slack, workspace);
@@ -289,27 +294,12 @@ class GlobalResolutionPlan {
       NewtonReport cold = minimise_newton(objective, Eigen::VectorXd::Zero(m), report.threshold,
                                           options_.max_iterations, !slack, workspace);
       iterations += cold.iterations;
-      if (cold.converged || cold.gradient_l1 < solved.gradient_l1) {
-        solved = std::move(cold);
-      } else {  // keep the warm result; the acceptance below needs its shares back in the workspace
-        Eigen::VectorXd gradient;
-        objective.evaluate(solved.solution, nullptr, &gradient, &workspace.curvature);
-      }
+      if (cold.converged || cold.gradient_l1 < solved.gradient_l1) solved = std::move(cold);
     }
     report.gradient_l1 = solved.gradient_l1;
     report.iterations = iterations;
     report.converged = solved.converged;
-    if (acceptance) {  // sum_U weight1_U * (1 - slack share), shares from the last curvature pass
-      const Curvature& shares = workspace.curvature;
-      *acceptance = 0.0;
-      const GroupedTerms& terms = objective.terms;
-      const std::vector<double>& weight1 = workspace.extra_weights[0];
-      for (std::size_t k = 0; k < terms.size(); ++k) {
-        double accepted = 0.0;
-        for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j) accepted += shares.share[j];
-        *acceptance += weight1[k] * accepted;
-      }
-    }
+    if (acceptance) *acceptance = objective.accepted_mass(solved.solution, 0);
     return std::vector<double>(solved.solution.data(), solved.solution.data() + m);
   }
 

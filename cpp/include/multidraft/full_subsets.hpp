@@ -1,0 +1,221 @@
+// The full-size terms of the grouped Global Resolution objectives, kept implicit.
+// In Phi_T and Theta_T (seed 000 Eqs. 12 and 15, grouped as in Appendix K) the terms U with
+// |U| = n are every n-subset of T, and their weight needs no polynomial:
+//   n! [x^n] e^{b x} prod_{u in U} (e^{q_u x} - 1) = n! prod_{u in U} q_u      (any base b),
+// because the product starts at degree n. They are C(|T|, n) of the C(|T|, <= n) terms (all but
+// about n / |T| of them), so instead of storing them, every pass enumerates them by nested loops
+// over increasing indices: the prefix (first n - 1 members) carries its sum of e^{a_u} and its
+// weight, and the last member runs over a contiguous range, a loop the compiler vectorises.
+// Sums over a prefix's subtree are pushed to its members on the way back (no per-term storage).
+// All passes use x_u = e^{a_u} unshifted; callers keep |a| <= 600 (ConvexObjective materialises
+// the terms otherwise).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace multidraft {
+
+// Largest term (number of drafts n) the objectives handle; bounded so prefixes live on the stack.
+constexpr int kMaxTermSize = 16;
+
+// Every `size`-subset of variables 0..m-1, term U weighted by size! * prod_{u in U} mass[u].
+struct FullSubsetTerms {
+  int size = 0;  // 0: no implicit terms
+  std::vector<double> mass;
+  double scale = 1.0;  // size!
+
+  void assign(const std::vector<double>& member_mass, int n) {
+    size = n;
+    mass = member_mass;
+    scale = 1.0;
+    for (int d = 2; d <= n; ++d) scale *= d;
+  }
+  int variables() const { return static_cast<int>(mass.size()); }
+  bool empty() const { return size == 0 || variables() < size; }
+  double count() const {
+    double binomial = 1.0;
+    for (int j = 1; j <= size; ++j) binomial = binomial * static_cast<double>(variables() - size + j) / j;
+    return empty() ? 0.0 : binomial;
+  }
+};
+
+// The prefix of the current subset: its members, sum of x and weight, and (for Hessian-vector
+// products) sum of x * v.
+struct SubsetPrefix {
+  int depth = 0;
+  int members[kMaxTermSize];
+  double power = 0.0;    // sum_{u in prefix} x_u
+  double weight = 1.0;   // scale * prod_{u in prefix} mass_u
+  double weighted = 0.0; // sum_{u in prefix} x_u v_u
+};
+
+// Depth-first enumeration of the n-subsets: `policy.leaves(prefix, begin, end)` handles every
+// subset prefix ∪ {l}, l in [begin, end), and returns the sums of that range; after a prefix
+// member k's subtree is done, `policy.member(prefix, k, sums)` (prefix excluding k) pushes the
+// subtree's sums to k. Returns the sums of the whole subtree.
+template <class Policy>
+typename Policy::Sums visit_full_subsets(const FullSubsetTerms& terms, Policy& policy, const SubsetPrefix& prefix,
+                                         int start) {
+  const int m = terms.variables();
+  if (prefix.depth + 1 == terms.size) return policy.leaves(prefix, start, m);
+  typename Policy::Sums total{};
+  SubsetPrefix child = prefix;
+  ++child.depth;
+  const int last_start = m - (terms.size - prefix.depth) + 1;  // room for the remaining members
+  for (int k = start; k < last_start; ++k) {
+    child.members[prefix.depth] = k;
+    child.power = prefix.power + policy.x[k];
+    child.weight = prefix.weight * terms.mass[k];
+    child.weighted = prefix.weighted + policy.x[k] * policy.v_at(k);
+    const typename Policy::Sums sums = visit_full_subsets(terms, policy, child, k + 1);
+    policy.member(prefix, k, sums);
+    total += sums;
+  }
+  return total;
+}
+
+template <class Policy>
+void for_each_full_subset(const FullSubsetTerms& terms, Policy& policy) {
+  if (terms.empty()) return;
+  SubsetPrefix root;
+  root.weight = terms.scale;
+  visit_full_subsets(terms, policy, root, 0);
+}
+
+// Gradient, Hessian diagonal, optionally the dense Hessian (column-major m x m as Eigen stores
+// it; off the diagonal only the lower triangle is written, as entry (larger, smaller index)), the value sum_U w_U log(c + X_U) and the accepted mass
+// sum_U w_U X_U / (c + X_U), where c = 1 with the slack token and 0 without. With share
+// s_u = x_u / (c + X_U) and r_U = w_U / (c + X_U): gradient_u += x_u r_U,
+// Hessian_uu += w s_u (1 - s_u) = x_u r_U - x_u^2 r_U / total, Hessian_uv -= x_u x_v r_U / total.
+struct FullSubsetGradient {
+  struct Sums {
+    double r = 0.0, r_over_total = 0.0;
+    Sums& operator+=(const Sums& other) {
+      r += other.r;
+      r_over_total += other.r_over_total;
+      return *this;
+    }
+  };
+  const double* x;
+  const double* mass;
+  double constant;  // c
+  bool slack;
+  double* gradient;
+  double* diagonal;  // may be null
+  double* hessian;   // may be null; column-major m x m
+  int m;
+  bool want_value = false;
+  double value = 0.0, accepted = 0.0;
+  std::vector<double> scratch;  // r / total per leaf, for the dense Hessian rows
+
+  double v_at(int) const { return 0.0; }
+
+  Sums leaves(const SubsetPrefix& prefix, int begin, int end) {
+    const double X = prefix.power, W = prefix.weight, c = constant;
+    double r_sum = 0.0, rt_sum = 0.0, accepted_sum = 0.0;
+    double* rt_out = hessian ? scratch.data() : nullptr;
+#pragma omp simd reduction(+ : r_sum, rt_sum, accepted_sum)
+    for (int l = begin; l < end; ++l) {
+      const double inner = X + x[l];
+      const double inverse = 1.0 / (c + inner);
+      const double r = W * mass[l] * inverse;
+      const double rt = r * inverse;
+      gradient[l] += r * x[l];
+      const double curvature = r * x[l] - rt * x[l] * x[l];
+      if (diagonal) diagonal[l] += curvature;
+      if (rt_out) {
+        rt_out[l] = rt;
+        hessian[static_cast<std::int64_t>(l) * m + l] += curvature;
+      }
+      r_sum += r;
+      rt_sum += rt;
+      accepted_sum += r * inner;
+    }
+    accepted += accepted_sum;
+    if (want_value) {
+      double value_sum = 0.0;
+      for (int l = begin; l < end; ++l)
+        value_sum += W * mass[l] * (slack ? std::log1p(X + x[l]) : std::log(X + x[l]));
+      value += value_sum;
+    }
+    if (hessian) {
+      for (int e = 0; e < prefix.depth; ++e) {
+        const int u = prefix.members[e];
+        const double xu = x[u];
+        double* row = hessian + static_cast<std::int64_t>(u) * m;
+#pragma omp simd
+        for (int l = begin; l < end; ++l) row[l] -= xu * x[l] * rt_out[l];
+      }
+    }
+    return {r_sum, rt_sum};
+  }
+
+  void member(const SubsetPrefix& prefix, int k, const Sums& sums) {
+    const double xk = x[k];
+    gradient[k] += xk * sums.r;
+    const double curvature = xk * sums.r - xk * xk * sums.r_over_total;
+    if (diagonal) diagonal[k] += curvature;
+    if (!hessian) return;
+    hessian[static_cast<std::int64_t>(k) * m + k] += curvature;
+    for (int e = 0; e < prefix.depth; ++e) {
+      const int u = prefix.members[e];
+      hessian[static_cast<std::int64_t>(u) * m + k] -= x[u] * xk * sums.r_over_total;
+    }
+  }
+};
+
+// Hessian-vector product (spec §2.6: each term adds w (s ∘ v - s (s · v))): with
+// dot_U = sum_{u in U} x_u v_u / (c + X_U), out_u += x_u r_U (v_u - dot_U).
+struct FullSubsetHessianTimes {
+  struct Sums {
+    double r = 0.0, r_dot = 0.0;
+    Sums& operator+=(const Sums& other) {
+      r += other.r;
+      r_dot += other.r_dot;
+      return *this;
+    }
+  };
+  const double* x;
+  const double* mass;
+  double constant;
+  const double* v;
+  double* out;
+
+  double v_at(int k) const { return v[k]; }
+
+  Sums leaves(const SubsetPrefix& prefix, int begin, int end) {
+    const double X = prefix.power, Y = prefix.weighted, W = prefix.weight, c = constant;
+    double r_sum = 0.0, r_dot_sum = 0.0;
+#pragma omp simd reduction(+ : r_sum, r_dot_sum)
+    for (int l = begin; l < end; ++l) {
+      const double inverse = 1.0 / (c + X + x[l]);
+      const double r = W * mass[l] * inverse;
+      const double dot = (Y + x[l] * v[l]) * inverse;
+      out[l] += r * x[l] * (v[l] - dot);
+      r_sum += r;
+      r_dot_sum += r * dot;
+    }
+    return {r_sum, r_dot_sum};
+  }
+
+  void member(const SubsetPrefix&, int k, const Sums& sums) { out[k] += x[k] * (v[k] * sums.r - sums.r_dot); }
+};
+
+// Calls append(members, size, weight) for every implicit term, in the order of the passes (used
+// to store them explicitly when the passes cannot run unshifted).
+template <class AppendTerm>
+void enumerate_full_subsets(const FullSubsetTerms& terms, AppendTerm&& append) {
+  if (terms.empty()) return;
+  int members[kMaxTermSize];
+  auto recurse = [&](auto&& self, int depth, int start, double weight) -> void {
+    for (int k = start; k <= terms.variables() - (terms.size - depth); ++k) {
+      members[depth] = k;
+      if (depth + 1 == terms.size) append(members, terms.size, weight * terms.mass[k]);
+      else self(self, depth + 1, k + 1, weight * terms.mass[k]);
+    }
+  };
+  recurse(recurse, 0, 0, terms.scale);
+}
+
+}  // namespace multidraft
