@@ -43,6 +43,9 @@ struct Curvature {
   std::vector<double> share;  // aligned with GroupedTerms::members
   Eigen::VectorXd power;      // e^{a}, when the point allowed unshifted passes
   Eigen::VectorXd diagonal;
+  // sum_U extra_weight[0]_U * (share of U's tokens): with the slack token (inner problem), the
+  // mass of the tuples the plan accepts, counted with the second EGF base.
+  double accepted = 0.0;
 };
 
 // While every |a_i| <= this, e^{a_i} is computed once per variable instead of once per term
@@ -58,66 +61,57 @@ struct ConvexObjective {
 
   double term_count() const { return static_cast<double>(terms.size()) + full.count(); }
 
-  // Value, gradient and curvature, each only when asked (nullptr skips it; the value costs one
-  // logarithm per term, so the Newton loop avoids it when it can). A point outside the unshifted
-  // range first turns the implicit terms into explicit ones (rare: Newton iterates stay small).
-  void evaluate(const Eigen::VectorXd& a, double* value, Eigen::VectorXd* gradient, Curvature* curvature) {
+  // Gradient and curvature at a (the Newton loop never needs the value, a logarithm per term;
+  // see minimise_newton). A point outside the unshifted range first turns the implicit terms
+  // into explicit ones (rare: Newton iterates stay small).
+  void evaluate(const Eigen::VectorXd& a, Eigen::VectorXd& gradient, Curvature& curvature) {
     const int m = terms.variables;
     const bool unshifted = m == 0 || a.cwiseAbs().maxCoeff() <= kUnshiftedLimit;
     if (!unshifted) materialise_full_subsets();
-    if (value) *value = -target.dot(a);
-    Eigen::VectorXd scratch_gradient;
-    if (!gradient && !full.empty()) gradient = &scratch_gradient;  // the implicit pass needs one
-    if (gradient) *gradient = -target;
-    if (curvature) {
-      if (curvature->dense) curvature->hessian.setZero(m, m);
-      curvature->share.resize(terms.members.size());
-      curvature->diagonal.setZero(m);
-    }
-    Eigen::VectorXd power;
-    if (unshifted) power = a.array().exp();
-    if (curvature) curvature->power = power;
+    gradient = -target;
+    if (curvature.dense) curvature.hessian.setZero(m, m);
+    curvature.share.resize(terms.members.size());
+    curvature.diagonal.setZero(m);
+    curvature.accepted = 0.0;
+    if (unshifted) curvature.power = a.array().exp();
+    const Eigen::VectorXd& power = curvature.power;
     double local[kMaxTermSize];
     for (std::size_t k = 0; k < terms.size(); ++k) {
       const std::int64_t begin = terms.offsets[k], end = terms.offsets[k + 1];
       const double w = terms.weight[k];
-      double shift = 0.0, total = 0.0;
+      double total = 0.0;
       if (unshifted) {
         for (std::int64_t j = begin; j < end; ++j) total += local[j - begin] = power[terms.members[j]];
-        if (value) *value += w * (slack ? std::log1p(total) : std::log(total));
         if (slack) total += 1.0;
       } else {
-        shift = slack ? 0.0 : -std::numeric_limits<double>::infinity();
+        double shift = slack ? 0.0 : -std::numeric_limits<double>::infinity();
         for (std::int64_t j = begin; j < end; ++j) shift = std::max(shift, a[terms.members[j]]);
         total = slack ? std::exp(-shift) : 0.0;
         for (std::int64_t j = begin; j < end; ++j) total += local[j - begin] = std::exp(a[terms.members[j]] - shift);
-        if (value) *value += w * (shift + std::log(total));
       }
-      if (!gradient) continue;
       const double inverse_total = 1.0 / total;
-      for (std::int64_t j = 0; j < end - begin; ++j) local[j] *= inverse_total;  // softmax shares
+      double accepted_share = 0.0;
+      for (std::int64_t j = 0; j < end - begin; ++j) accepted_share += local[j] *= inverse_total;  // softmax shares
+      if (!terms.extra_weight.empty()) curvature.accepted += terms.extra_weight[0][k] * accepted_share;
       for (std::int64_t j = begin; j < end; ++j) {
         const int u = terms.members[j];
         const double su = local[j - begin];
-        (*gradient)[u] += w * su;
-        if (!curvature) continue;
-        curvature->share[j] = su;
-        curvature->diagonal[u] += w * su * (1.0 - su);
-        if (!curvature->dense) continue;
-        curvature->hessian(u, u) += w * su;
-        for (std::int64_t l = begin; l < end; ++l) curvature->hessian(u, terms.members[l]) -= w * su * local[l - begin];
+        gradient[u] += w * su;
+        curvature.share[j] = su;
+        curvature.diagonal[u] += w * su * (1.0 - su);
+        if (!curvature.dense) continue;
+        curvature.hessian(u, u) += w * su;
+        for (std::int64_t l = begin; l < end; ++l) curvature.hessian(u, terms.members[l]) -= w * su * local[l - begin];
       }
     }
     if (full.empty()) return;
-    FullSubsetGradient pass{power.data(), full.mass.data(), slack ? 1.0 : 0.0, slack, gradient->data(),
-                            curvature ? curvature->diagonal.data() : nullptr,
-                            curvature && curvature->dense ? curvature->hessian.data() : nullptr, m};
-    pass.want_value = value != nullptr;
+    FullSubsetGradient pass{power.data(), full.mass.data(), slack ? 1.0 : 0.0, gradient.data(),
+                            curvature.diagonal.data(), curvature.dense ? curvature.hessian.data() : nullptr, m};
     if (pass.hessian) pass.scratch.resize(m);
     for_each_full_subset(full, pass);
-    if (value) *value += pass.value;
+    curvature.accepted += pass.accepted;  // full-size weights are the same for every base
     if (pass.hessian)  // the implicit pass wrote the lower triangle only
-      curvature->hessian.triangularView<Eigen::StrictlyUpper>() = curvature->hessian.transpose();
+      curvature.hessian.triangularView<Eigen::StrictlyUpper>() = curvature.hessian.transpose();
   }
 
   // Hessian-vector product from stored shares: each term adds w (s ∘ v - s (s · v)) (spec §2.6).
@@ -135,27 +129,6 @@ struct ConvexObjective {
     }
     FullSubsetHessianTimes pass{curvature.power.data(), full.mass.data(), slack ? 1.0 : 0.0, v.data(), out.data()};
     for_each_full_subset(full, pass);
-  }
-
-  // sum_U extra_weight[base]_U * (accepted share of U) at a: the mass of the tuples a plan
-  // accepts, counted with another EGF base (inner acceptance; the slack's share is rejected).
-  double accepted_mass(const Eigen::VectorXd& a, int base) {
-    if (terms.variables > 0 && a.cwiseAbs().maxCoeff() > kUnshiftedLimit) materialise_full_subsets();
-    double accepted = 0.0;
-    for (std::size_t k = 0; k < terms.size(); ++k) {
-      double shift = 0.0;  // the slack's a = 0 takes part in the maximum
-      for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j) shift = std::max(shift, a[terms.members[j]]);
-      double inside = 0.0;
-      for (std::int64_t j = terms.offsets[k]; j < terms.offsets[k + 1]; ++j) inside += std::exp(a[terms.members[j]] - shift);
-      accepted += terms.extra_weight[base][k] * inside / (std::exp(-shift) + inside);
-    }
-    if (full.empty()) return accepted;
-    const Eigen::VectorXd power = a.array().exp();
-    Eigen::VectorXd gradient = Eigen::VectorXd::Zero(terms.variables);
-    FullSubsetGradient pass{power.data(), full.mass.data(), 1.0, true, gradient.data(), nullptr, nullptr,
-                            terms.variables};
-    for_each_full_subset(full, pass);  // full-size weights are the same for every base
-    return accepted + pass.accepted;
   }
 
   // Stores the implicit terms explicitly (every base gets the same full-size weight).
@@ -179,6 +152,7 @@ inline ConvexWorkspace& convex_workspace() {
 struct NewtonReport {
   Eigen::VectorXd solution;
   double gradient_l1 = 0.0;  // L1 norm of the true gradient at `solution`
+  double accepted = 0.0;     // Curvature::accepted at `solution`
   int iterations = 0;
   bool converged = false;
 };
@@ -224,13 +198,16 @@ inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, con
 
 // Damped Newton with the exact Hessian (spec §2.9): solve (H + lambda I) d = -g, lambda raised
 // tenfold until the Cholesky factorisation succeeds (large problems: conjugate gradients).
-// The full step is taken when it lowers ||g||_1, which near the solution it always does; only
-// otherwise does Armijo backtracking on the objective value run (values cost a log per term).
-// With `gauge` (outer problem) the objective is linear along 1, so g and d are centred: the
-// 1-component of the gradient is -delta_T whatever a is. Stops when ||g||_1 <= threshold (the L1
-// norm the theory needs, not SciPy's max-norm; spec §8.4).
+// The full step is taken when it lowers ||g||_1, which near the solution it always does;
+// otherwise the step is halved until the directional derivative shows sufficient decrease:
+// the objective is convex, so f(x + t d) - f(x) <= t g(x + t d)·d, and g(x + t d)·d <= c g·d
+// implies Armijo's condition f(x + t d) <= f(x) + c t g·d without computing a value (which
+// costs a logarithm per term). With `gauge` (outer problem) the objective is linear along 1, so
+// g and d are centred: the 1-component of the gradient is -delta_T whatever a is. Stops when
+// ||g||_1 <= threshold (the L1 norm the theory needs, not SciPy's max-norm; spec §8.4).
 inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd start, double threshold,
                                     int max_iterations, bool gauge, ConvexWorkspace& workspace) {
+  constexpr double kSufficientDecrease = 1e-4;
   NewtonReport report;
   const int m = objective.terms.variables;
   report.solution = std::move(start);
@@ -242,9 +219,10 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   Curvature& curvature = workspace.curvature;
   Curvature& trial_curvature = workspace.trial_curvature;
   curvature.dense = trial_curvature.dense = m <= kDenseNewtonLimit;
-  objective.evaluate(report.solution, nullptr, &g, &curvature);
+  objective.evaluate(report.solution, g, curvature);
   for (;; ++report.iterations) {
     report.gradient_l1 = g.lpNorm<1>();
+    report.accepted = curvature.accepted;
     if (report.gradient_l1 <= threshold) {
       report.converged = true;
       return report;
@@ -268,18 +246,13 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
     if (!(slope < 0.0)) return report;  // no descent left at machine precision
 
     Eigen::VectorXd trial = report.solution + d;
-    objective.evaluate(trial, nullptr, &trial_gradient, &trial_curvature);
-    if (trial_gradient.lpNorm<1>() >= report.gradient_l1) {  // Armijo backtracking on the value
-      double f = 0.0, f_trial = 0.0;
-      objective.evaluate(report.solution, &f, nullptr, nullptr);
-      double step = 1.0;
-      for (; step >= 1e-10; step *= 0.5) {
-        trial = report.solution + step * d;
-        objective.evaluate(trial, &f_trial, nullptr, nullptr);
-        if (f_trial <= f + 1e-4 * step * slope) break;
-      }
+    objective.evaluate(trial, trial_gradient, trial_curvature);
+    for (double step = 0.5; trial_gradient.lpNorm<1>() >= report.gradient_l1 &&
+                            trial_gradient.dot(d) > kSufficientDecrease * slope;
+         step *= 0.5) {
       if (step < 1e-10) return report;
-      if (step < 1.0) objective.evaluate(trial, nullptr, &trial_gradient, &trial_curvature);
+      trial = report.solution + step * d;
+      objective.evaluate(trial, trial_gradient, trial_curvature);
     }
     report.solution = std::move(trial);
     std::swap(g, trial_gradient);

@@ -10,7 +10,6 @@
 // All passes use x_u = e^{a_u} unshifted; callers keep |a| <= 600 (ConvexObjective materialises
 // the terms otherwise).
 #pragma once
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -84,8 +83,9 @@ void for_each_full_subset(const FullSubsetTerms& terms, Policy& policy) {
 }
 
 // Gradient, Hessian diagonal, optionally the dense Hessian (column-major m x m as Eigen stores
-// it; off the diagonal only the lower triangle is written, as entry (larger, smaller index)), the value sum_U w_U log(c + X_U) and the accepted mass
-// sum_U w_U X_U / (c + X_U), where c = 1 with the slack token and 0 without. With share
+// it; off the diagonal only the lower triangle is written, as entry (larger, smaller index)) and
+// the accepted mass sum_U w_U X_U / (c + X_U), where c = 1 with the slack token and 0 without.
+// With share
 // s_u = x_u / (c + X_U) and r_U = w_U / (c + X_U): gradient_u += x_u r_U,
 // Hessian_uu += w s_u (1 - s_u) = x_u r_U - x_u^2 r_U / total, Hessian_uv -= x_u x_v r_U / total.
 struct FullSubsetGradient {
@@ -100,13 +100,11 @@ struct FullSubsetGradient {
   const double* x;
   const double* mass;
   double constant;  // c
-  bool slack;
   double* gradient;
-  double* diagonal;  // may be null
+  double* diagonal;
   double* hessian;   // may be null; column-major m x m
   int m;
-  bool want_value = false;
-  double value = 0.0, accepted = 0.0;
+  double accepted = 0.0;
   std::vector<double> scratch;  // r / total per leaf, for the dense Hessian rows
 
   double v_at(int) const { return 0.0; }
@@ -123,7 +121,7 @@ struct FullSubsetGradient {
       const double rt = r * inverse;
       gradient[l] += r * x[l];
       const double curvature = r * x[l] - rt * x[l] * x[l];
-      if (diagonal) diagonal[l] += curvature;
+      diagonal[l] += curvature;
       if (rt_out) {
         rt_out[l] = rt;
         hessian[static_cast<std::int64_t>(l) * m + l] += curvature;
@@ -133,12 +131,6 @@ struct FullSubsetGradient {
       accepted_sum += r * inner;
     }
     accepted += accepted_sum;
-    if (want_value) {
-      double value_sum = 0.0;
-      for (int l = begin; l < end; ++l)
-        value_sum += W * mass[l] * (slack ? std::log1p(X + x[l]) : std::log(X + x[l]));
-      value += value_sum;
-    }
     if (hessian) {
       for (int e = 0; e < prefix.depth; ++e) {
         const int u = prefix.members[e];
@@ -155,7 +147,7 @@ struct FullSubsetGradient {
     const double xk = x[k];
     gradient[k] += xk * sums.r;
     const double curvature = xk * sums.r - xk * xk * sums.r_over_total;
-    if (diagonal) diagonal[k] += curvature;
+    diagonal[k] += curvature;
     if (!hessian) return;
     hessian[static_cast<std::int64_t>(k) * m + k] += curvature;
     for (int e = 0; e < prefix.depth; ++e) {

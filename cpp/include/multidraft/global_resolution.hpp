@@ -299,7 +299,7 @@ class GlobalResolutionPlan {
     report.gradient_l1 = solved.gradient_l1;
     report.iterations = iterations;
     report.converged = solved.converged;
-    if (acceptance) *acceptance = objective.accepted_mass(solved.solution, 0);
+    if (acceptance) *acceptance = solved.accepted;
     return std::vector<double>(solved.solution.data(), solved.solution.data() + m);
   }
 
