@@ -138,7 +138,7 @@ class GlobalResolutionPlan {
  public:
   GlobalResolutionPlan(const double* p, const double* q, int V, int n, const GlobalResolutionOptions& options)
       : V_(V), n_(n), options_(options), split_(p, q, V, n),
-        outer_alpha_(V, 0.0), inner_alpha_(V, -std::numeric_limits<double>::infinity()) {
+        token_alpha_(V, -std::numeric_limits<double>::infinity()) {
     if (!(options.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
     if (n > kMaxTermSize)
       throw std::invalid_argument("'n' must be <= " + std::to_string(kMaxTermSize) + " for Global Resolution");
@@ -161,8 +161,8 @@ class GlobalResolutionPlan {
     for (int k = 0; k < outer_size; ++k) lowest = k == 0 ? outer_solution[k] : std::min(lowest, outer_solution[k]);
     // Outer tokens outside T: any finite value is allowed; the smallest alpha of T (spec §2.8).
     for (int i = 0; i < V; ++i)
-      if (!split_.subset.in_H[i]) outer_alpha_[i] = lowest;
-    for (int k = 0; k < outer_size; ++k) outer_alpha_[outer_tokens[k]] = outer_solution[k];
+      if (!split_.subset.in_H[i]) token_alpha_[i] = lowest;
+    for (int k = 0; k < outer_size; ++k) token_alpha_[outer_tokens[k]] = outer_solution[k];
 
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
@@ -192,7 +192,7 @@ class GlobalResolutionPlan {
     double inner_acceptance = 0.0;
     const std::vector<double> inner_solution = solve_system(
         inner_tokens, q, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets, true, inner_, &inner_acceptance);
-    for (int k = 0; k < inner_size; ++k) inner_alpha_[inner_tokens[k]] = inner_solution[k];
+    for (int k = 0; k < inner_size; ++k) token_alpha_[inner_tokens[k]] = inner_solution[k];
 
     alpha_ = std::clamp(std::pow(q_total, n) - std::pow(mass_H, n) + inner_acceptance, 0.0, 1.0);
   }
@@ -221,16 +221,16 @@ class GlobalResolutionPlan {
     if (!inner) {  // softmax over set(w) \ H*; acceptance is certain
       double shift = -std::numeric_limits<double>::infinity(), total = 0.0;
       for (int t : tokens)
-        if (!split_.subset.in_H[t]) shift = std::max(shift, outer_alpha_[t]);
+        if (!split_.subset.in_H[t]) shift = std::max(shift, token_alpha_[t]);
       for (int t : tokens)
-        if (!split_.subset.in_H[t]) total += out[t] = std::exp(outer_alpha_[t] - shift);
+        if (!split_.subset.in_H[t]) total += out[t] = std::exp(token_alpha_[t] - shift);
       for (int t : tokens) out[t] /= total;
       return;
     }
     double shift = 0.0;  // the slack token has alpha = 0
-    for (int t : tokens) shift = std::max(shift, inner_alpha_[t]);
+    for (int t : tokens) shift = std::max(shift, token_alpha_[t]);
     double total = std::exp(-shift);
-    for (int t : tokens) total += out[t] = std::exp(inner_alpha_[t] - shift);
+    for (int t : tokens) total += out[t] = std::exp(token_alpha_[t] - shift);
     for (int t : tokens) out[t] /= total;
     const double rejected = std::exp(-shift) / total;
     if (split_.law.empty()) {  // alpha* = 1 leaves nothing to reject to: keep the accepted part
@@ -307,7 +307,8 @@ class GlobalResolutionPlan {
   GlobalResolutionOptions options_;
   IidSplit split_;
   SystemReport outer_, inner_;
-  std::vector<double> outer_alpha_, inner_alpha_;
+  // alpha of the outer solution on V \ H*, of the inner one on H* (-inf: outside T and Z, spec §2.8)
+  std::vector<double> token_alpha_;
   double alpha_ = 0.0;
 };
 

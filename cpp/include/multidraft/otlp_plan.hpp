@@ -82,7 +82,7 @@ class RelaxedPlan {
       : inputs_(p, q, V, kind, n), network_(network) {
     nodes_ = network == NetworkKind::sets ? set_nodes(inputs_.scheme(), index_) : tuple_nodes(inputs_.scheme(), index_);
     flow_ = max_relaxed_flow(inputs_.p().data(), V, nodes_);
-    law_ = residual_law(inputs_.p(), flow_.row_flow);
+    law_ = residual_law(inputs_.p().data(), flow_.row_flow.data(), inputs_.V());
   }
 
   double alpha() const { return std::clamp(flow_.value, 0.0, 1.0); }
@@ -142,7 +142,7 @@ class SlacknessPlan {
       const Solved& outer = solve_outer();
       std::vector<double> rows = outer.flow.row_flow;
       for (int i = 0; i < inputs_.V(); ++i) rows[i] += inner.flow.row_flow[i];
-      law_ = residual_law(inputs_.p(), rows);
+      law_ = residual_law(inputs_.p().data(), rows.data(), inputs_.V());
       law_ready_ = true;
     }
     assemble_slice(inner.nodes, inner.flow, find_node(inner.index, tokens), law_, out, inputs_.V());

@@ -44,10 +44,13 @@ inline std::vector<double> outer_row_targets(const double* p, const double* q, i
 }
 
 // Normalised rejection law (p - rows)^+ / sum; empty when no residual mass is left (alpha = 1).
-inline std::vector<double> residual_law(const std::vector<double>& p, const std::vector<double>& rows) {
-  std::vector<double> law(p.size());
+// Tokens marked in `saturated` (rows = p there) get none.
+inline std::vector<double> residual_law(const double* p, const double* rows, int V,
+                                        const std::vector<char>* saturated = nullptr) {
+  std::vector<double> law(V);
   double total = 0.0;
-  for (std::size_t i = 0; i < p.size(); ++i) total += law[i] = std::max(p[i] - rows[i], 0.0);
+  for (int i = 0; i < V; ++i)
+    total += law[i] = saturated && (*saturated)[i] ? 0.0 : std::max(p[i] - rows[i], 0.0);
   if (!(total > 0.0)) return {};
   for (double& x : law) x /= total;
   return law;
@@ -66,10 +69,7 @@ struct IidSplit {
   IidSplit(const double* p, const double* q, int V, int n) : order(decreasing_ratio_order(p, q, V)) {
     subset = iid_optimal_subset(p, q, V, n, order, &h);
     outer_rows = outer_row_targets(p, q, V, n, order, h);
-    std::vector<double> rows = outer_rows;
-    for (int i = 0; i < V; ++i)
-      if (subset.in_H[i]) rows[i] = p[i];
-    law = residual_law(std::vector<double>(p, p + V), rows);
+    law = residual_law(p, outer_rows.data(), V, &subset.in_H);  // inner rows saturate at p
   }
 };
 
