@@ -32,20 +32,21 @@ def probabilities(x, name: str, ndims: Sequence[int] = (1, 2)) -> np.ndarray:
     if array.shape[-1] == 0 or array.size == 0:
         raise ValueError(f"'{name}' is empty (shape {array.shape})")
     array = np.ascontiguousarray(array, dtype=np.float64)
+    sums = array.sum(axis=-1)
+    # Fast path, two passes: NaN fails `>= 0`, and an infinite entry makes its sum fail.
+    if np.all(array >= 0) and np.all(np.abs(sums - 1.0) <= SUM_TOLERANCE):
+        return array
     if not np.all(np.isfinite(array)):
         where = np.argwhere(~np.isfinite(array))[0]
         raise ValueError(f"'{name}' is not finite at index {tuple(int(i) for i in where)}")
     if np.any(array < 0):
         where = np.argwhere(array < 0)[0]
         raise ValueError(f"'{name}' has a negative entry at index {tuple(int(i) for i in where)}")
-    sums = array.sum(axis=-1)
     bad = np.abs(sums - 1.0) > SUM_TOLERANCE
-    if np.any(bad):
-        row = np.argwhere(np.atleast_1d(bad))[0]
-        total = float(np.atleast_1d(sums)[tuple(row)] if sums.ndim else sums)
-        where = "" if array.ndim == 1 else f" (row {tuple(int(i) for i in row)})"
-        raise ValueError(f"'{name}' must sum to 1 within {SUM_TOLERANCE:g}, sums to {total!r}{where}")
-    return array
+    row = np.argwhere(np.atleast_1d(bad))[0]
+    total = float(np.atleast_1d(sums)[tuple(row)] if sums.ndim else sums)
+    where = "" if array.ndim == 1 else f" (row {tuple(int(i) for i in row)})"
+    raise ValueError(f"'{name}' must sum to 1 within {SUM_TOLERANCE:g}, sums to {total!r}{where}")
 
 
 def count(n, name: str = "n", minimum: int = 1) -> int:
