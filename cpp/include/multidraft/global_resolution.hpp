@@ -142,9 +142,9 @@ class GlobalResolutionPlan {
     if (!(options.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
     if (n > kMaxTermSize)
       throw std::invalid_argument("'n' must be <= " + std::to_string(kMaxTermSize) + " for Global Resolution");
-    double q_total = 0.0, mass_H = 0.0;
-    for (int i = 0; i < V; ++i) q_total += q[i];
-    for (int k = 0; k < split_.h; ++k) mass_H += q[split_.order[k]];
+    double q_total = 0.0, mass_H = 0.0;  // split_.order holds every token with q > 0
+    for (std::size_t k = 0; k < split_.order.size(); ++k) (k < static_cast<std::size_t>(split_.h) ? mass_H : q_total) += q[split_.order[k]];
+    q_total += mass_H;
     const double slack_threshold = options.paper_threshold ? 0.0 : 3.0;
 
     // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n.

@@ -48,11 +48,18 @@ inline std::vector<double> outer_row_targets(const double* p, const double* q, i
 inline std::vector<double> residual_law(const double* p, const double* rows, int V,
                                         const std::vector<char>* saturated = nullptr) {
   std::vector<double> law(V);
+  const char* skip = saturated ? saturated->data() : nullptr;
   double total = 0.0;
-  for (int i = 0; i < V; ++i)
-    total += law[i] = saturated && (*saturated)[i] ? 0.0 : std::max(p[i] - rows[i], 0.0);
+#pragma omp simd reduction(+ : total)  // O(V) on every plan: keep it one vectorised pass
+  for (int i = 0; i < V; ++i) {
+    const double kept = skip ? static_cast<double>(skip[i] == 0) : 1.0;  // branch-free, so it vectorises
+    const double residual = kept * std::max(p[i] - rows[i], 0.0);
+    law[i] = residual;
+    total += residual;
+  }
   if (!(total > 0.0)) return {};
-  for (double& x : law) x /= total;
+  const double scale = 1.0 / total;  // within an ulp of dividing, at a fraction of the cost
+  for (double& x : law) x *= scale;
   return law;
 }
 
