@@ -57,6 +57,23 @@ def test_bounds_hold_whenever_success(case, tau):
         assert plan.l1_bound > 15 * tau or plan.acceptance_bound > 10 * tau
 
 
+@pytest.mark.parametrize("case", [c for c in CASES if c.n >= 2][::3], ids=case_id)
+def test_implicit_full_size_terms_match_the_stored_shifted_ones(case):
+    """The n-subsets are enumerated implicitly with unshifted powers e^a; forcing the fallback
+    (every term stored and shifted by its own maximum, as for |a| > 600) gives the same plan."""
+    from multidraft import _core
+    draft = md.draft_scheme(case.q, case.n)
+    args = (case.p64, draft.q, case.n, 1e-4, 50, 2e6, False)
+    implicit, stored = _core.GlobalResolutionPlan(*args), _core.GlobalResolutionPlan(*args, unshifted_limit=0.0)
+    for name in ("outer", "inner"):
+        a, b = implicit.diagnostics[name], stored.diagnostics[name]
+        assert (a["truncation_size"], a["terms"], a["iterations"]) == (b["truncation_size"], b["terms"], b["iterations"])
+        assert a["gradient_l1"] == pytest.approx(b["gradient_l1"], rel=1e-6, abs=1e-13)
+    assert implicit.alpha == pytest.approx(stored.alpha, abs=1e-12)
+    tuples, _ = case.support
+    np.testing.assert_allclose(implicit.transport(tuples, draft.V), stored.transport(tuples, draft.V), atol=1e-10)
+
+
 def test_success_rate_on_the_oracle_instances():
     failures = [c.name for c in CASES if not md.GlobalResolution(c.p, c.q, c.n, tau=1e-3).success]
     assert len(failures) <= 0.01 * len(CASES), failures

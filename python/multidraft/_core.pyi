@@ -55,7 +55,7 @@ class GlobalResolutionPlan:
     """Seed 000 Algorithm 1 (Global Resolution) for n i.i.d. drafts; see multidraft.GlobalResolution."""
     def __init__(
         self, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, tau: float, max_iterations: int,
-        max_terms: float, paper_threshold: bool,
+        max_terms: float, paper_threshold: bool, unshifted_limit: float = 600.0,
     ) -> None: ...
     @property
     def alpha(self) -> float: ...

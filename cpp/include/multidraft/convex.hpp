@@ -58,6 +58,7 @@ struct ConvexObjective {
   FullSubsetTerms full;    // implicit terms: every n-subset (full_subsets.hpp)
   Eigen::VectorXd target;  // t_i: outer row targets p_i, or inner p(i)
   bool slack = false;      // inner problem: a slack token with a = 0 in every term
+  double unshifted_limit = kUnshiftedLimit;  // lowered only by tests, to check the shifted path
 
   double term_count() const { return static_cast<double>(terms.size()) + full.count(); }
 
@@ -66,7 +67,7 @@ struct ConvexObjective {
   // into explicit ones (rare: Newton iterates stay small).
   void evaluate(const Eigen::VectorXd& a, Eigen::VectorXd& gradient, Curvature& curvature) {
     const int m = terms.variables;
-    const bool unshifted = m == 0 || a.cwiseAbs().maxCoeff() <= kUnshiftedLimit;
+    const bool unshifted = m == 0 || a.cwiseAbs().maxCoeff() <= unshifted_limit;
     if (!unshifted) materialise_full_subsets();
     gradient = -target;
     if (curvature.dense) curvature.hessian.setZero(m, m);

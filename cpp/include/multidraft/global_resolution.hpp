@@ -28,6 +28,7 @@ struct GlobalResolutionOptions {
   int max_iterations = 50;
   double max_terms = 2.0e6;       // work budget per convex problem (grouped terms), not a cap on |T|
   bool paper_threshold = false;  // Algorithm 1's ||grad||_1 <= 5 tau instead of 5 tau - 3 eps_T
+  double unshifted_limit = kUnshiftedLimit;  // see ConvexObjective; tests set 0 to force the shifted path
 };
 
 // Diagnostics of one convex system (outer or inner).
@@ -277,6 +278,7 @@ class GlobalResolutionPlan {
     ConvexWorkspace& workspace = convex_workspace();
     ConvexObjective& objective = workspace.objective;
     objective.slack = slack;
+    objective.unshifted_limit = options_.unshifted_limit;
     if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective)) {
       double count, members;
       count_small_subsets(m, n_, count, members);
