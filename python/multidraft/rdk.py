@@ -176,8 +176,9 @@ class VocabularyMap:
         return np.setdiff1d(np.arange(self.target_size), self.shared)
 
     @property
-    def draft_only(self) -> np.ndarray:
-        """F = D \\ I: drafter ids the target lacks."""
+    def unmapped(self) -> np.ndarray:
+        """Drafter ids without a target image, whose mass TLI drops: F = D \\ I in the heterogeneous
+        regime; in the pruned regime (a map over the unpruned drafter's ids) the pruned tokens."""
         return np.flatnonzero(self.draft_to_target < 0)
 
     def __repr__(self) -> str:
@@ -268,7 +269,7 @@ class AffinityMatrix:
             off = np.abs(sums - 1.0) > check.SUM_TOLERANCE
             if np.any(off):
                 r = int(np.flatnonzero(off)[0])
-                raise ValueError(f"M is not row-stochastic: row {r} sums to {sums[r]!r} (Assumption 4.1 needs 1 "
+                raise ValueError(f"M is not row-stochastic: row {r} sums to {float(sums[r])!r} (Assumption 4.1 needs 1 "
                                  f"within {check.SUM_TOLERANCE:g}; pass renormalise=True to rescale)")
         self.V = V
         self.indptr, self.indices, self.values = indptr, indices, values
@@ -478,9 +479,9 @@ def leading_component_prior(samples) -> np.ndarray:
     :func:`affinity_scores`; costs one thin SVD of the centred samples (O(K^2 V))."""
     samples = _calibration_samples(samples)
     centred = samples - samples.mean(axis=0)
-    component = np.abs(np.linalg.svd(centred, full_matrices=False)[2][0])
-    if component.sum() <= 0:
+    if not np.any(centred):
         raise ValueError("'samples' do not vary across contexts: Omega is zero")
+    component = np.abs(np.linalg.svd(centred, full_matrices=False)[2][0])
     return component / component.sum()
 
 
