@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <numeric>
 #include <stdexcept>
@@ -50,20 +51,26 @@ inline SparseRows covariance_top_k(const double* samples, std::int64_t K, std::i
   const std::int64_t block = std::max<std::int64_t>(1, std::min<std::int64_t>(R, (std::int64_t{1} << 22) / V));
   RowMajor gathered(K, block);
   RowMajor omega(block, V);
-  std::vector<std::int32_t> order(static_cast<std::size_t>(V));
+  std::vector<double> sorted_row(static_cast<std::size_t>(V));
   for (std::int64_t start = 0; start < R; start += block) {
     const std::int64_t size = std::min(block, R - start);
     for (std::int64_t b = 0; b < size; ++b) gathered.col(b) = centred.col(rows[start + b]);
     omega.topRows(size).noalias() = scale * gathered.leftCols(size).transpose() * centred;
     for (std::int64_t b = 0; b < size; ++b) {
+      // The k-th largest value by a direct (not indirect) selection, then one ascending scan: every
+      // entry above it, and entries equal to it by ascending column until k are kept.
       const double* row = omega.row(b).data();
-      std::iota(order.begin(), order.end(), 0);
-      const auto larger = [row](std::int32_t a, std::int32_t c) { return row[a] != row[c] ? row[a] > row[c] : a < c; };
-      std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), larger);
-      std::sort(order.begin(), order.begin() + k);
-      for (std::int64_t e = 0; e < k; ++e) {
-        out.indices.push_back(order[e]);
-        out.values.push_back(row[order[e]]);
+      std::copy(row, row + V, sorted_row.begin());
+      std::nth_element(sorted_row.begin(), sorted_row.begin() + (k - 1), sorted_row.end(), std::greater<double>());
+      const double kth = sorted_row[k - 1];
+      std::int64_t above = 0;
+      for (std::int64_t j = 0; j < V; ++j) above += row[j] > kth;
+      std::int64_t ties_left = k - above;
+      for (std::int64_t j = 0; j < V; ++j) {
+        if (row[j] > kth || (row[j] == kth && ties_left-- > 0)) {
+          out.indices.push_back(static_cast<std::int32_t>(j));
+          out.values.push_back(row[j]);
+        }
       }
       out.indptr.push_back(static_cast<std::int64_t>(out.indices.size()));
     }
