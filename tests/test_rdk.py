@@ -31,9 +31,10 @@ def oracle_tli(q, mapping, target_size):
     return out / out.sum(), out
 
 
-def oracle_affinity(samples, tau, top_k, rows):
+def oracle_affinity(samples, tau, top_k, rows, kind="covariance"):
     """Dense M: Eq. (2) on the top-k entries of each row in rows (renormalised), e_i elsewhere."""
-    omega = np.cov(samples, rowvar=False).reshape(samples.shape[1], samples.shape[1])
+    V = samples.shape[1]
+    omega = (np.cov if kind == "covariance" else np.corrcoef)(samples, rowvar=False).reshape(V, V)
     V = omega.shape[0]
     M = np.eye(V)
     for i in rows:
@@ -171,6 +172,22 @@ def test_affinity_matrix_matches_dense_oracle(V, K, top_k, tau):
     full = rdk.AffinityMatrix.from_calibration(samples.astype(np.float32), tau, top_k)
     np.testing.assert_allclose(full.to_dense(), oracle_affinity(samples.astype(np.float32).astype(np.float64), tau,
                                                                 top_k, range(V)), atol=1e-12)
+
+
+def test_affinity_matrix_from_correlation_matches_oracle():
+    rng = np.random.default_rng(21)
+    samples = rng.standard_t(5, size=(30, 15)) * rng.uniform(0.5, 3, size=15)
+    rows = np.array([0, 4, 9, 14])
+    M = rdk.AffinityMatrix.from_calibration(samples, 0.2, 5, rows, omega="correlation")
+    np.testing.assert_allclose(M.to_dense(), oracle_affinity(samples, 0.2, 5, rows, "correlation"), atol=1e-10)
+    sharp = rdk.AffinityMatrix.from_calibration(samples, 1e-6, 5, omega="correlation").to_dense()
+    np.testing.assert_allclose(sharp, np.eye(15), atol=1e-12)  # the diagonal 1 is each row's maximum
+    constant = samples.copy()
+    constant[:, 4] = 2.0
+    with pytest.raises(ValueError, match="token 4"):
+        rdk.affinity_scores(constant, 5, rows, omega="correlation")
+    with pytest.raises(ValueError, match="'omega'"):
+        rdk.affinity_scores(samples, 5, omega="cov")
 
 
 def test_affinity_top_k_equals_renormalised_full_softmax():

@@ -300,9 +300,9 @@ class AffinityMatrix:
                    renormalise)
 
     @classmethod
-    def from_calibration(cls, samples, tau: float, top_k: int, rows=None) -> "AffinityMatrix":
+    def from_calibration(cls, samples, tau: float, top_k: int, rows=None, omega: str = "covariance") -> "AffinityMatrix":
         """Eq. (2) from calibration samples; see :func:`affinity_scores` and :meth:`AffinityScores.matrix`."""
-        return affinity_scores(samples, top_k, rows).matrix(tau)
+        return affinity_scores(samples, top_k, rows, omega).matrix(tau)
 
     @property
     def nnz(self) -> int:
@@ -399,12 +399,18 @@ class AffinityScores:
                               self.indices[take], self.scores[take])
 
 
-def affinity_scores(samples, top_k: int, rows=None) -> AffinityScores:
-    """Top-k entries of rows of Omega, the sample covariance of ``samples`` (K, V) across contexts.
+OMEGA_KINDS = ("covariance", "correlation")
+
+
+def affinity_scores(samples, top_k: int, rows=None, omega: str = "covariance") -> AffinityScores:
+    """Top-k entries of rows of Omega, computed from calibration ``samples`` (K, V) across contexts.
 
     ``samples``: the calibration vectors whose covariance is Omega: the target's **logits** by
     default (spec A1; then tau is on the logit-covariance scale, O(1-10)), or target probabilities
-    (covariances ~1e-6, tau must be as small). ``top_k``: entries kept per row (ties: smaller
+    (covariances ~1e-6, tau must be as small). ``omega``: ``"covariance"`` (the sample covariance,
+    the spec's default reading of Eq. 2) or ``"correlation"`` (the covariance normalised by the
+    standard deviations, Appendix C.3's "normalized covariance"; its diagonal 1 is the row maximum,
+    so tau -> 0 tends to M = identity, i.e. TLI). ``top_k``: entries kept per row (ties: smaller
     column id). ``rows``: the rows to compute (default all V; pass the shared set I). Never forms
     a V x V matrix: O(K R V) time, O(K V + R top_k) memory.
     """
@@ -416,6 +422,15 @@ def affinity_scores(samples, top_k: int, rows=None) -> AffinityScores:
     rows = np.arange(V, dtype=np.int64) if rows is None else _ids(rows, "rows", V)
     if np.unique(rows).shape[0] != rows.shape[0]:
         raise ValueError("'rows' has repeated ids")
+    if omega not in OMEGA_KINDS:
+        raise ValueError(f"'omega' must be one of {OMEGA_KINDS}, got {omega!r}")
+    if omega == "correlation":  # the covariance of standardised samples is the correlation
+        std = samples.std(axis=0, ddof=1)
+        constant = rows[std[rows] == 0]
+        if constant.size:
+            raise ValueError(f"token {int(constant[0])} has the same calibration value in every context: its "
+                             "correlation row is undefined")
+        samples = (samples - samples.mean(axis=0)) / np.where(std > 0, std, 1.0)
     indptr, indices, scores = _rdk.covariance_top_k(samples, rows, top_k)
     return AffinityScores(V, rows, indptr, indices, scores)
 
@@ -591,6 +606,7 @@ __all__ = [
     "AffinityMatrix",
     "AffinityScores",
     "MAX_DENSE_VOCAB",
+    "OMEGA_KINDS",
     "VocabularyMap",
     "affinity_scores",
     "frequency_ranked",

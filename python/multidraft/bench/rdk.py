@@ -13,6 +13,7 @@ Contexts are split three ways: *calibration* (Omega, the covariance of the targe
 - ``masked``: q on I, not renormalised (the "pruning without redistribution" baseline);
 - ``tli``: Eq. (1), which is also the FR-pruned drafter itself;
 - ``rdk``: full RDK M^T q', M from Eq. (2) with top-k rows, tau selected on the tuning split;
+- ``rdk_corr``: the same with Omega the correlation ("normalized covariance", Appendix C.3);
 - ``taylor``: Eq. (3) verbatim (prior = unigram from ``token_counts``, n_eff = |T|);
 - ``taylor_tuned``: Eq. (3) with n_eff selected on the tuning split (unigram prior);
 - ``taylor_oracle``: Eq. (3) with the live target p as prior and n_eff = |T| (metric only: the
@@ -36,11 +37,12 @@ from .report import machine_info
 
 KEPT_FRACTIONS = (1.0, 0.5, 0.25, 0.125, 0.05, 0.01, 0.0025)
 """Kept fractions of the vocabulary (spec §4.4); 0.25 kept = 75% pruned."""
-TAUS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
-"""Temperature grid of Eq. (2) for the logit covariance (O(1-10) scale)."""
+TAUS = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+"""Temperature grid of Eq. (2) (logit covariances are O(1-10), correlations in [-1, 1])."""
 N_EFFS = (0.01, 0.1, 1.0, 10.0, 100.0)
 """Grid of n_eff for the tuned first-order form (the faithful value |T| is reported separately)."""
-METHODS = ("masked", "tli", "rdk", "taylor", "taylor_tuned", "taylor_oracle")
+METHODS = ("masked", "tli", "rdk", "rdk_corr", "taylor", "taylor_tuned", "taylor_oracle")
+OMEGA = {"rdk": "covariance", "rdk_corr": "correlation"}
 
 MODES = {
     "quick": {"vocab": 1000, "contexts": 240, "top_k": 32, "timing_vocab": [32000], "timing_rows": 0.25,
@@ -106,11 +108,11 @@ def acceptance_vs_pruning(p, q, target_logits, token_counts, kept_fractions: Seq
     N, V = p.shape
     calibration, tuning, test = split(N, seed)
     prior = rdk.unigram_prior(token_counts)
-    scores = None
-    if full_rdk:
+    scores, build_seconds = {}, {}
+    for method, omega in (OMEGA.items() if full_rdk else ()):
         start = time.perf_counter()
-        scores = rdk.affinity_scores(np.asarray(target_logits)[calibration], min(top_k, V))
-        scores_seconds = time.perf_counter() - start
+        scores[method] = rdk.affinity_scores(np.asarray(target_logits)[calibration], min(top_k, V), omega=omega)
+        build_seconds[method] = time.perf_counter() - start
     rows = []
     for fraction in kept_fractions:
         kept = max(1, int(math.ceil(fraction * V)))
@@ -124,15 +126,12 @@ def acceptance_vs_pruning(p, q, target_logits, token_counts, kept_fractions: Seq
                                  "contexts": int(held.size)}
         row["masked"] = float(np.mean(rdk.masked_acceptance(p[held], vmap.masked(q[held]))))
         row["tli"] = float(np.mean(acceptance_rate(p[held], q_test)))
-        if scores is not None:
-            restricted = scores.restrict(vmap.shared)
+        for method, all_rows in scores.items():
+            restricted = all_rows.restrict(vmap.shared)
             tau, _ = rdk.select_temperature(restricted, taus, p[tune], q_tune)
-            start = time.perf_counter()
-            M = restricted.matrix(tau)
-            row["rdk_tau"] = tau
-            row["softmax_seconds"] = time.perf_counter() - start
-            row["covariance_seconds"] = scores_seconds
-            row["rdk"] = float(np.mean(acceptance_rate(p[held], M.proposal(q_test))))
+            row[f"{method}_tau"] = tau
+            row[f"{method}_build_seconds"] = build_seconds[method]
+            row[method] = float(np.mean(acceptance_rate(p[held], restricted.matrix(tau).proposal(q_test))))
         row["taylor"] = float(np.mean(acceptance_rate(p[held], rdk.taylor_proposal(q_test, prior))))
         tuned = [np.mean(acceptance_rate(p[tune], rdk.taylor_proposal(q_tune, prior, n))) for n in n_effs]
         n_eff = float(n_effs[int(np.argmax(tuned))])
@@ -190,17 +189,17 @@ def timing(V: int, contexts: int = 32, rows_fraction: float = 0.25, top_k: int =
 
 # ----------------------------------------------------------------------------- report
 
-LABELS = {"masked": "masked", "tli": "TLI (= FR-pruned drafter)", "rdk": "RDK (full, tuned tau)",
+LABELS = {"masked": "masked", "tli": "TLI (= FR-pruned drafter)", "rdk": "RDK, cov", "rdk_corr": "RDK, corr",
           "taylor": "Eq. 3, n_eff=|T|", "taylor_tuned": "Eq. 3, tuned n_eff", "taylor_oracle": "Eq. 3, oracle p"}
 
 
 def acceptance_table(rows: List[Dict[str, float]]) -> str:
     methods = [m for m in METHODS if m in rows[0]]
-    head = ["kept", "pruned", "target OOV mass", *(LABELS[m] for m in methods), "tau", "n_eff"]
+    head = ["kept", "pruned", "target OOV mass", *(LABELS[m] for m in methods), "tau (cov / corr)", "n_eff"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [str(r["kept"]), f"{r['pruned_percent']:.2f}%", f"{r['oov_mass']:.3f}",
-                 *(f"{r[m]:.4f}" for m in methods), f"{r['rdk_tau']:g}" if "rdk_tau" in r else "-",
+                 *(f"{r[m]:.4f}" for m in methods), " / ".join(f"{r[m + '_tau']:g}" for m in OMEGA if m in r) or "-",
                  f"{r['taylor_n_eff']:g}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
