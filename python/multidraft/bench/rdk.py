@@ -46,9 +46,9 @@ OMEGA = {"rdk": "covariance", "rdk_corr": "correlation"}
 
 MODES = {
     "quick": {"vocab": 1000, "contexts": 240, "top_k": 32, "timing_vocab": [32000], "timing_rows": 0.25,
-              "timing_contexts": 16},
+              "timing_contexts": 16, "large_vocab": 0},
     "full": {"vocab": 4000, "contexts": 1200, "top_k": 64, "timing_vocab": [32000, 128000], "timing_rows": 0.25,
-             "timing_contexts": 32},
+             "timing_contexts": 32, "large_vocab": 200000},
 }
 
 
@@ -242,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--top-k", type=int, help="entries kept per row of M (default 64, quick 32)")
     parser.add_argument("--timing-vocab", type=lambda t: [int(v) for v in t.split(",") if v.strip()],
                         help="vocabulary sizes of the timing table (default 32000,128000; quick 32000; '' for none)")
+    parser.add_argument("--large-vocab", type=int, help="vocabulary of an extra synthetic table without M (masked, "
+                        "TLI, Eq. 3 only; spec §4.4: 200k, the paper's size); default 200000, quick 0 (none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="writes rdk.json there")
     return parser
@@ -264,17 +266,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   "mean_scale": 1.2, "scale": 0.8, "draft_noise": 0.5, "seed": args.seed}
     rows = acceptance_vs_pruning(data["p"], data["q"], data["target_logits"], data["token_counts"], top_k=top_k,
                                  seed=args.seed)
+    large_vocab = mode["large_vocab"] if args.large_vocab is None else args.large_vocab
+    large_rows = []
+    if large_vocab and args.dataset is None:
+        large = synthetic_pairs(large_vocab, 80, args.seed)
+        large_rows = acceptance_vs_pruning(large["p"], large["q"], large["target_logits"], large["token_counts"],
+                                           full_rdk=False, seed=args.seed)
+        del large
     times = [timing(v, mode["timing_contexts"], mode["timing_rows"], seed=args.seed) for v in timing_vocab]
     print(f"## RDK: mean acceptance against pruning ({'dataset ' + str(args.dataset) if args.dataset else 'synthetic'}, "
           f"V={data['p'].shape[1]}, test contexts={rows[0]['contexts']}, top-k={top_k})\n")
     print(acceptance_table(rows))
+    if large_rows:
+        print(f"\n## Without M at the paper's vocabulary size (synthetic, V={large_vocab}, test contexts="
+              f"{large_rows[0]['contexts']})\n")
+        print(acceptance_table(large_rows))
     if times:
         print("\n## RDK: build time of M and per-token times (median)\n")
         print(timing_table(times))
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "rdk.json"
     path.write_text(json.dumps({"benchmark": "multidraft.bench --rdk", "source": source, "top_k": top_k,
-                                "taus": list(TAUS), "n_effs": list(N_EFFS), "acceptance": rows, "timing": times,
+                                "taus": list(TAUS), "n_effs": list(N_EFFS), "acceptance": rows,
+                                "acceptance_large_vocab": large_rows, "timing": times,
                                 "machine": machine_info(), "wall_s": time.perf_counter() - start}, indent=1,
                                default=str))
     print(f"\nWrote {path}.", file=sys.stderr)
