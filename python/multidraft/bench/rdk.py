@@ -59,26 +59,41 @@ def softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def synthetic_pairs(V: int, contexts: int, seed: int = 0, rank: int = 8, mean_scale: float = 1.2,
-                    scale: float = 0.8, draft_noise: float = 0.5, corpus_tokens: int = 10**6) -> Dict[str, np.ndarray]:
+def top_quarter_mass(z: np.ndarray) -> float:
+    """Mean over rows of the mass of softmax(z) on its top 25% of tokens (seed 001 Fig. 5)."""
+    p = softmax(z)
+    return float(np.sort(p, axis=1)[:, ::-1][:, : max(1, z.shape[1] // 4)].sum(axis=1).mean())
+
+
+def synthetic_pairs(V: int, contexts: int, seed: int = 0, rank: int = 8, mean_ratio: float = 1.0,
+                    target_top_quarter: float = 0.95, draft_noise: float = 0.5,
+                    corpus_tokens: int = 10**6) -> Dict[str, np.ndarray]:
     """Heavy-tailed synthetic next-token pairs (seed 001 §6.1, spec §4.4).
 
-    Target logits z = mu + scale * (F L + e) per context, with mu ~ mean_scale * t_5 (token
-    frequency imbalance; about 95% of the unigram mass on the top 25% of tokens), a rank-``rank``
-    factor term F L (F ~ N(0, 1) per context, L ~ 0.6 N(0, 1) per token: tokens that co-vary)
-    and e ~ t_5 noise. Target p = softmax(z), drafter q = softmax(z + N(0, draft_noise^2)).
-    ``token_counts``: ``corpus_tokens`` tokens drawn from the mean target distribution.
-    Returns the dataset fields ``p``, ``q`` (contexts, V) float64, ``target_logits`` float32,
-    ``token_counts`` (V,) int64.
+    Target logits z = s * (mu + F L + e) per context: mu ~ ``mean_ratio`` * t_5 per token (the
+    frequency imbalance FR pruning exploits), a rank-``rank`` factor term F L (F ~ N(0, 1) per
+    context, L ~ 0.6 N(0, 1) per token: tokens that co-vary, which M can learn) and e ~ t_5 noise.
+    The scale s is set by bisection so that the top 25% of each context's tokens hold
+    ``target_top_quarter`` of its mass (95%, Fig. 5) on the first 8 contexts; without it the t_5
+    extremes make the target ever more peaked as V grows. Target p = softmax(z); drafter
+    q = softmax(z + N(0, draft_noise^2)). ``token_counts``: ``corpus_tokens`` tokens drawn from the
+    mean target. Returns the dataset fields ``p``, ``q`` (contexts, V) float64, ``target_logits``
+    float32, ``token_counts`` (V,) int64, and ``scale`` (s).
     """
     rng = np.random.default_rng(seed)
-    mu = mean_scale * rng.standard_t(5, size=V)
+    mu = mean_ratio * rng.standard_t(5, size=V)
     loadings = 0.6 * rng.normal(size=(rank, V))
-    z = mu + scale * (rng.normal(size=(contexts, rank)) @ loadings + rng.standard_t(5, size=(contexts, V)))
+    base = mu + rng.normal(size=(contexts, rank)) @ loadings + rng.standard_t(5, size=(contexts, V))
+    low, high = 1e-3, 10.0  # the top-quarter mass increases with s
+    for _ in range(50):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if top_quarter_mass(middle * base[:8]) < target_top_quarter else (low, middle)
+    z = high * base
     p = softmax(z)
     q = softmax(z + draft_noise * rng.normal(size=z.shape))
     counts = rng.multinomial(corpus_tokens, p.mean(axis=0) / p.mean(axis=0).sum())
-    return {"p": p, "q": q, "target_logits": z.astype(np.float32), "token_counts": counts.astype(np.int64)}
+    return {"p": p, "q": q, "target_logits": z.astype(np.float32), "token_counts": counts.astype(np.int64),
+            "scale": np.float64(high)}
 
 
 def split(n: int, seed: int):
@@ -262,8 +277,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         source = {"dataset": str(args.dataset), **{k: v for k, v in data.pop("meta").items()}}
     else:
         data = synthetic_pairs(V, contexts, args.seed)
-        source = {"synthetic": "seed 001 §6.1 / spec §4.4", "V": V, "contexts": contexts, "rank": 8,
-                  "mean_scale": 1.2, "scale": 0.8, "draft_noise": 0.5, "seed": args.seed}
+        source = {"synthetic": "seed 001 §6.1 / spec §4.4", "V": V, "contexts": contexts, "rank": 8, "mean_ratio": 1.0,
+                  "target_top_quarter": 0.95, "scale": float(data["scale"]), "draft_noise": 0.5, "seed": args.seed}
     rows = acceptance_vs_pruning(data["p"], data["q"], data["target_logits"], data["token_counts"], top_k=top_k,
                                  seed=args.seed)
     large_vocab = mode["large_vocab"] if args.large_vocab is None else args.large_vocab
