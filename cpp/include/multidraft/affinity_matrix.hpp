@@ -12,10 +12,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <cstdint>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace multidraft {
@@ -51,26 +51,36 @@ inline SparseRows covariance_top_k(const double* samples, std::int64_t K, std::i
   const std::int64_t block = std::max<std::int64_t>(1, std::min<std::int64_t>(R, (std::int64_t{1} << 22) / V));
   RowMajor gathered(K, block);
   RowMajor omega(block, V);
-  std::vector<double> sorted_row(static_cast<std::size_t>(V));
+  // The k best entries of a row by one scan with a heap whose top is the worst kept entry: O(V)
+  // comparisons plus O(log k) per replacement (few, for rows in random order). "Better" is the
+  // larger value, then the smaller column; the ascending scan never lets a later equal value in.
+  using Entry = std::pair<double, std::int32_t>;
+  const auto better = [](const Entry& a, const Entry& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  };
+  std::vector<Entry> heap;
+  heap.reserve(static_cast<std::size_t>(k));
   for (std::int64_t start = 0; start < R; start += block) {
     const std::int64_t size = std::min(block, R - start);
     for (std::int64_t b = 0; b < size; ++b) gathered.col(b) = centred.col(rows[start + b]);
     omega.topRows(size).noalias() = scale * gathered.leftCols(size).transpose() * centred;
     for (std::int64_t b = 0; b < size; ++b) {
-      // The k-th largest value by a direct (not indirect) selection, then one ascending scan: every
-      // entry above it, and entries equal to it by ascending column until k are kept.
       const double* row = omega.row(b).data();
-      std::copy(row, row + V, sorted_row.begin());
-      std::nth_element(sorted_row.begin(), sorted_row.begin() + (k - 1), sorted_row.end(), std::greater<double>());
-      const double kth = sorted_row[k - 1];
-      std::int64_t above = 0;
-      for (std::int64_t j = 0; j < V; ++j) above += row[j] > kth;
-      std::int64_t ties_left = k - above;
-      for (std::int64_t j = 0; j < V; ++j) {
-        if (row[j] > kth || (row[j] == kth && ties_left-- > 0)) {
-          out.indices.push_back(static_cast<std::int32_t>(j));
-          out.values.push_back(row[j]);
+      heap.clear();
+      for (std::int32_t j = 0; j < static_cast<std::int32_t>(V); ++j) {
+        if (static_cast<std::int64_t>(heap.size()) < k) {
+          heap.emplace_back(row[j], j);
+          std::push_heap(heap.begin(), heap.end(), better);
+        } else if (row[j] > heap.front().first) {
+          std::pop_heap(heap.begin(), heap.end(), better);
+          heap.back() = Entry(row[j], j);
+          std::push_heap(heap.begin(), heap.end(), better);
         }
+      }
+      std::sort(heap.begin(), heap.end(), [](const Entry& a, const Entry& c) { return a.second < c.second; });
+      for (const Entry& e : heap) {
+        out.indices.push_back(e.second);
+        out.values.push_back(e.first);
       }
       out.indptr.push_back(static_cast<std::int64_t>(out.indices.size()));
     }
