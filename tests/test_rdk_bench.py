@@ -6,7 +6,6 @@ import json
 import numpy as np
 import pytest
 
-import multidraft as md
 from multidraft.bench import rdk as bench
 from multidraft.bench.cli import main as bench_main
 

@@ -35,7 +35,7 @@ the drafter (its input embedding table is not pruned, spec §2.9) is the caller'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
