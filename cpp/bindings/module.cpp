@@ -270,6 +270,8 @@ py::array_t<double> plan_transport(const Plan& plan, const Ints& drafts, int V) 
 
 }  // namespace
 
+void bind_rdk(py::module_& m);  // cpp/bindings/rdk.cpp (seed 001)
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "multidraft C++ core (seed 000 optimal transport, single-draft verifiers, draft schemes)";
   m.attr("MAX_NETWORK_ARCS") = kMaxNetworkArcs;
@@ -358,4 +360,5 @@ PYBIND11_MODULE(_core, m) {
                              })
       .def("transport",
            [](const GlobalResolutionPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); });
+  bind_rdk(m);
 }

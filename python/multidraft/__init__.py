@@ -18,6 +18,7 @@ from .otlp import (
 )
 from .schemes import SCHEME_KINDS, DraftScheme, draft_scheme
 from .verifiers import Verifier, verifier, verifier_names
+from . import rdk  # seed 001: out-of-vocabulary drafting (after verifiers, which it uses)
 
 __version__ = "0.1.0"
 
@@ -34,6 +35,7 @@ __all__ = [
     "khisti",
     "optimal_acceptance",
     "optimal_subset",
+    "rdk",
     "row_seeds",
     "solve_otlp",
     "verifier",

@@ -70,3 +70,36 @@ class GlobalResolutionPlan:
     @property
     def diagnostics(self) -> dict[str, dict[str, float | int | bool]]: ...
     def transport(self, drafts: npt.NDArray[np.int64], V: int) -> npt.NDArray[np.float64]: ...
+
+class _Rdk:
+    """The submodule ``_core.rdk`` (cpp/bindings/rdk.cpp, seed 001). CSR: indptr int64, indices int32."""
+
+    @staticmethod
+    def frequency_ranked(counts: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]: ...
+    @staticmethod
+    def project(
+        q: npt.NDArray[np.float64], draft_to_target: npt.NDArray[np.int64], target_size: int, renormalise: bool
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+    @staticmethod
+    def covariance_top_k(
+        samples: npt.NDArray[np.float64], rows: npt.NDArray[np.int64], k: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.float64]]: ...
+    @staticmethod
+    def affinity_softmax(
+        indptr: npt.NDArray[np.int64], indices: npt.NDArray[np.int32], scores: npt.NDArray[np.float64],
+        rows: npt.NDArray[np.int64], V: int, tau: float
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.float64]]: ...
+    @staticmethod
+    def proposal(
+        indptr: npt.NDArray[np.int64], indices: npt.NDArray[np.int32], values: npt.NDArray[np.float64],
+        q_prime: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]: ...
+    @staticmethod
+    def sample(
+        indptr: npt.NDArray[np.int64], indices: npt.NDArray[np.int32], values: npt.NDArray[np.float64],
+        q_prime: npt.NDArray[np.float64], n: int, seeds: npt.NDArray[np.uint64]
+    ) -> npt.NDArray[np.int64]: ...
+    @staticmethod
+    def taylor(q_prime: npt.NDArray[np.float64], prior: npt.NDArray[np.float64], n_eff: float) -> npt.NDArray[np.float64]: ...
+
+rdk: _Rdk
