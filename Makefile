@@ -16,7 +16,7 @@ $(PY):
 
 install: system-deps $(PY)
 	$(PY) -m pip install "scikit-build-core>=0.10" "pybind11>=3" numpy scipy tqdm pytest
-	$(PY) -m pip install --no-build-isolation -Cbuild-dir=build/{wheel_tag} ".[test,bench]"
+	$(PY) -m pip install --no-build-isolation -Cbuild-dir=build/{wheel_tag} ".[test,bench,hf]"
 
 demo: install
 	$(PY) -m multidraft.bench --quick
