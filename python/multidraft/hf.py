@@ -176,6 +176,13 @@ def _group_scheme(v: Verifier, group_size: int, q: np.ndarray) -> Tuple[Verifier
     return v, group_size
 
 
+def _same_vocabulary(target, draft) -> None:
+    sizes = [getattr(getattr(m, "config", None), "vocab_size", None) for m in (target, draft)]
+    if None not in sizes and sizes[0] != sizes[1]:
+        raise ValueError(f"target and draft vocabularies differ: {sizes[0]} vs {sizes[1]} tokens "
+                         "(config.vocab_size); they must share one tokenizer")
+
+
 def _row_generators(seed, rows: int) -> List[np.random.Generator]:
     """One generator per prompt: ``md.row_seeds(seed, rows)`` (an int seed alone seeds a single
     prompt directly), so row b of a batch equals a one-prompt call with ``seed=row_seeds[b]``."""
@@ -240,6 +247,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
     max_new_tokens = check.count(max_new_tokens, "max_new_tokens", minimum=0)
     sampling = _sampling_options(temperature, top_k, top_p)
     v = _verifier(verifier, n)
+    _same_vocabulary(target, draft)
     prompts = _prompts(input_ids, attention_mask)
     B = len(prompts)
     generators = _row_generators(seed, B)
