@@ -3,7 +3,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBS   := libeigen3-dev liblemon-dev g++ cmake
+DEBS   := libeigen3-dev liblemon-dev g++ cmake bible-kjv
 
 .PHONY: demo test install system-deps clean
 
