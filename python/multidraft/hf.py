@@ -18,9 +18,11 @@ and a draft ``q`` that are ``AutoModelForCausalLM``-like models sharing one voca
    the verifier's (corrected) token; when all ``L`` positions are accepted a bonus token is drawn
    from ``p(. | prefix + L tokens)``.
 
-Caches: the draft's KV cache is kept within a round (one-token steps); across rounds both models
-re-encode the context (no cross-round KV cache, so there is nothing to roll back). Rows of a batch
-advance by different numbers of tokens, and re-encoding keeps left padding exact for every row.
+Caches (``kv_cache=True``, the default): both models keep their KV caches across rounds. Rows of a
+batch advance by different numbers of tokens, so nothing is cropped: after a round each prompt keeps
+the cache row of a surviving draft sequence, and the slots of its rejected draft tokens become holes
+hidden by the attention mask (position ids count only valid slots). ``kv_cache=False`` re-encodes
+every context each round instead (same output law, more target work on long outputs).
 
 Degraded cases (documented, still lossless): a group of one draft with a verifier that takes a
 fixed ``n`` (``"spechub"``: 2) is verified by ``"sps"``; a group whose draft distribution has fewer
@@ -200,13 +202,54 @@ def _left_pad(rows: Sequence[Sequence[int]], pad_id: int, device) -> Tuple[torch
     return ids.to(device), mask.to(device)
 
 
-def _positions(mask: torch.Tensor) -> torch.Tensor:
-    """Position ids that ignore left padding (0 at each row's first real token)."""
-    return (mask.cumsum(-1) - 1).clamp(min=0)
-
-
 def _device(model) -> torch.device:
     return next(model.parameters()).device
+
+
+class _KVState:
+    """One model's view of the rows being generated.
+
+    ``cache``: its KV cache (``None`` before the first pass), ``mask`` (N, S): which cache slots
+    hold tokens of the row (left padding and rejected draft tokens leave holes that the attention
+    mask hides, so nothing is ever cropped), ``pending``: per row, the tokens not in the cache yet.
+    A token's position id is the number of valid slots before it, so holes do not shift positions.
+    """
+
+    def __init__(self, model, pending: List[List[int]]):
+        self.model, self.device, self.cache = model, _device(model), None
+        self.mask = torch.zeros((len(pending), 0), dtype=torch.long, device=self.device)
+        self.pending = pending
+
+    def pending_chunk(self, pad_id: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The pending tokens, left-padded: ids and mask (rows, width)."""
+        return _left_pad(self.pending, pad_id, self.device)
+
+    def append(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Run the model on new tokens ``ids`` (N, k) (``mask`` 0 on padding); logits (N, k, V)."""
+        positions = (self.mask.sum(1, keepdim=True) + mask.cumsum(1) - 1).clamp(min=0)
+        full = torch.cat([self.mask, mask], dim=1)
+        out = self.model(input_ids=ids, attention_mask=full, position_ids=positions,
+                         past_key_values=self.cache, use_cache=True)
+        self.cache, self.mask = out.past_key_values, full
+        return out.logits
+
+    def expand(self, n: int) -> None:
+        """Each row becomes n consecutive rows (one per draft sequence)."""
+        if self.cache is not None:
+            self.cache.batch_repeat_interleave(n)
+        self.mask = self.mask.repeat_interleave(n, dim=0)
+
+    def advance(self, rows: List[int], fed: int, accepted: List[int], tokens: List[List[int]]) -> None:
+        """Keep cache rows ``rows`` (the surviving draft of each prompt). Their last ``fed`` slots
+        hold draft tokens, of which the first ``accepted[i]`` were accepted: the rest become holes;
+        ``tokens[i]`` (the round's new tokens) not in the cache become pending."""
+        index = torch.tensor(rows, dtype=torch.long, device=self.device)
+        self.cache.batch_select_indices(index)
+        self.mask = self.mask[index].clone()
+        width = self.mask.shape[1]
+        for i, a in enumerate(accepted):
+            self.mask[i, width - fed + min(a, fed):] = 0
+        self.pending = [new[min(a, fed):] for new, a in zip(tokens, accepted)]
 
 
 def _prompts(input_ids, attention_mask) -> List[List[int]]:
@@ -227,7 +270,8 @@ def _prompts(input_ids, attention_mask) -> List[List[int]]:
 def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2, draft_length: int = 4,
              verifier: Union[str, Verifier] = DEFAULT_VERIFIER, temperature: float = 1.0,
              top_k: Optional[int] = None, top_p: Optional[float] = None, seed=None, attention_mask=None,
-             eos_token_id: Optional[int] = None, pad_token_id: Optional[int] = None) -> GenerationResult:
+             eos_token_id: Optional[int] = None, pad_token_id: Optional[int] = None,
+             kv_cache: bool = True) -> GenerationResult:
     """Sample ``max_new_tokens`` tokens per prompt from ``target`` with multi-draft speculation.
 
     ``target``, ``draft``: causal LMs (``model(input_ids, attention_mask, position_ids,
@@ -239,7 +283,9 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
     output is distributed exactly as sampling from the warped target. ``seed``: int, sequence of B
     ints (one per prompt) or ``numpy.random.Generator``; the same seed gives the same output and
     row b of a batch equals a one-prompt call with ``seed=multidraft.row_seeds(seed, B)[b]``.
-    ``eos_token_id``: stop a row after it (default: never stop early). Returns
+    ``eos_token_id``: stop a row after it (default: never stop early). ``kv_cache``: keep both
+    models' KV caches across rounds (rejected draft tokens become masked holes); ``False``
+    re-encodes every context each round (same law, slower on long outputs). Returns
     :class:`GenerationResult`.
     """
     n = check.count(num_drafts, "num_drafts")
@@ -256,18 +302,22 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
     stats = GenerationStats(n, L, v.name, 0, 0, 0, np.zeros(L, np.int64), np.zeros(L, np.int64), 0.0, 0.0, 0.0)
     new: List[List[int]] = [[] for _ in range(B)]
     done = [max_new_tokens == 0] * B
+    states = None
     with torch.inference_mode():
         while not all(done):
             rows = [b for b in range(B) if not done[b]]
-            contexts = [prompts[b] + new[b] for b in rows]
+            if states is None:
+                contexts = [prompts[b] + new[b] for b in rows]
+                states = _KVState(draft, [list(c) for c in contexts]), _KVState(target, [list(c) for c in contexts])
             rngs = [generators[b] for b in rows]
             start = time.perf_counter()
-            drafts, q, groups = _draft_round(draft, contexts, rngs, n, L, v, sampling, pad_token_id)
+            drafts, q, groups = _draft_round(states[0], rngs, n, L, v, sampling, pad_token_id)
             middle = time.perf_counter()
-            p = _score_round(target, contexts, drafts, sampling, pad_token_id, q.shape[-1])
+            p = _score_round(states[1], drafts, sampling, pad_token_id, q.shape[-1])
             end = time.perf_counter()
+            survivors, round_tokens = [], []
             for r, b in enumerate(rows):
-                tokens = _verify_row(drafts[r], q[r], p[r], groups[r], rngs[r], stats)
+                tokens, member = _verify_row(drafts[r], q[r], p[r], groups[r], rngs[r], stats)
                 kept = tokens[: max_new_tokens - len(new[b])]
                 if eos_token_id is not None and eos_token_id in kept:
                     kept = kept[: kept.index(eos_token_id) + 1]
@@ -275,11 +325,20 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
                 new[b].extend(kept)
                 stats.new_tokens += len(kept)
                 done[b] = done[b] or len(new[b]) >= max_new_tokens
+                if not done[b]:
+                    survivors.append(r * n + member)
+                    round_tokens.append(tokens)
             stats.verify_seconds += time.perf_counter() - end
             stats.draft_seconds += middle - start
             stats.target_seconds += end - middle
             stats.row_rounds += len(rows)
             stats.target_calls += 1
+            if kv_cache and survivors:
+                accepted = [len(t) - 1 for t in round_tokens]  # every token but the last was a draft token
+                states[0].advance(survivors, L - 1, accepted, round_tokens)  # the draft ran on L - 1 drafts
+                states[1].advance(survivors, L, accepted, round_tokens)
+            else:
+                states = None
     given = torch.as_tensor(input_ids)
     given = given[None] if given.ndim == 1 else given
     tail = torch.full((B, max_new_tokens), pad_token_id, dtype=torch.long)
@@ -292,29 +351,23 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
 Groups = List[Dict[Tuple[int, ...], Tuple[np.ndarray, Verifier]]]
 
 
-def _draft_round(model, contexts, rngs, n: int, L: int, v: Verifier, sampling, pad_id: int):
-    """Draw n draft sequences of L tokens per context, grouped by prefix (see module docstring).
+def _draft_round(state: _KVState, rngs, n: int, L: int, v: Verifier, sampling, pad_id: int):
+    """Draw n draft sequences of L tokens per row, grouped by prefix (see module docstring).
 
+    One pass over the pending tokens, then ``L - 1`` one-token passes over the ``R n`` draft rows.
     Returns ``drafts`` (R, n, L) int64, ``q`` (R, n, L, V) float64 (the warped draft distribution
     each token was drawn from) and ``groups`` (per row, see :data:`Groups`).
     """
-    R = len(contexts)
-    ids, mask = _left_pad(contexts, pad_id, _device(model))
-    out = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), use_cache=True)
-    cache = out.past_key_values
-    logits = out.logits[:, -1].repeat_interleave(n, dim=0)  # (R n, V): rows r*n .. r*n+n-1 share row r
-    cache.batch_repeat_interleave(n)
-    mask = mask.repeat_interleave(n, dim=0)
+    R = len(rngs)
+    logits = state.append(*state.pending_chunk(pad_id))[:, -1].repeat_interleave(n, dim=0)  # (R n, V)
+    state.expand(n)
     drafts = np.zeros((R, n, L), dtype=np.int64)
     q = None
     groups: List[Groups] = [[] for _ in range(R)]
     for j in range(L):
         if j > 0:
-            step = torch.as_tensor(drafts[:, :, j - 1].reshape(R * n, 1), device=mask.device)
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            out = model(input_ids=step, attention_mask=mask, position_ids=_positions(mask)[:, -1:],
-                        past_key_values=cache, use_cache=True)
-            cache, logits = out.past_key_values, out.logits[:, -1]
+            step = torch.as_tensor(drafts[:, :, j - 1].reshape(R * n, 1), device=state.device)
+            logits = state.append(step, torch.ones_like(step))[:, -1]
         q_j = warp_probabilities(logits, *sampling).reshape(R, n, -1)
         if q is None:
             q = np.zeros((R, n, L, q_j.shape[-1]))
@@ -335,21 +388,26 @@ def _draft_round(model, contexts, rngs, n: int, L: int, v: Verifier, sampling, p
     return drafts, q, groups
 
 
-def _score_round(model, contexts, drafts, sampling, pad_id: int, V: int) -> np.ndarray:
+def _score_round(state: _KVState, drafts, sampling, pad_id: int, V: int) -> np.ndarray:
     """Warped target distributions (R, n, L + 1, V) after each draft prefix, in ONE forward pass."""
     R, n, L = drafts.shape
-    ids, mask = _left_pad(contexts, pad_id, _device(model))
-    T = ids.shape[1]
-    ids = torch.cat([ids.repeat_interleave(n, dim=0), torch.as_tensor(drafts.reshape(R * n, L), device=ids.device)], 1)
-    mask = torch.cat([mask.repeat_interleave(n, dim=0), torch.ones((R * n, L), dtype=mask.dtype, device=mask.device)], 1)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), use_cache=False).logits
+    ids, mask = state.pending_chunk(pad_id)
+    width = ids.shape[1]
+    state.expand(n)
+    draft_ids = torch.as_tensor(drafts.reshape(R * n, L), device=ids.device)
+    logits = state.append(torch.cat([ids.repeat_interleave(n, dim=0), draft_ids], 1),
+                          torch.cat([mask.repeat_interleave(n, dim=0), torch.ones_like(draft_ids)], 1))
     if logits.shape[-1] != V:
         raise ValueError(f"target and draft vocabularies differ: {logits.shape[-1]} vs {V} logits")
-    return warp_probabilities(logits[:, T - 1:], *sampling).reshape(R, n, L + 1, V)
+    return warp_probabilities(logits[:, width - 1:], *sampling).reshape(R, n, L + 1, V)
 
 
-def _verify_row(drafts, q, p, groups: Groups, rng: np.random.Generator, stats: GenerationStats) -> List[int]:
-    """Verify one row's drafts (n, L) position by position; returns the round's new tokens."""
+def _verify_row(drafts, q, p, groups: Groups, rng: np.random.Generator, stats: GenerationStats):
+    """Verify one row's drafts (n, L) position by position.
+
+    Returns the round's new tokens (the accepted draft tokens, then the verifier's or the bonus
+    token) and the index of a draft sequence whose prefix they extend (its caches are kept).
+    """
     n, L = drafts.shape
     alive = tuple(range(n))
     tokens: List[int] = []
@@ -359,9 +417,9 @@ def _verify_row(drafts, q, p, groups: Groups, rng: np.random.Generator, stats: G
         tokens.append(int(token))
         stats.reached[j] += 1
         if not accepted:
-            return tokens
+            return tokens, alive[0]
         stats.accepted[j] += 1
         alive = tuple(m for m in alive if drafts[m, j] == token)
     bonus = _core.sample_rows(p[alive[0], L][None], check.row_seeds(rng, 1))  # every draft accepted
     tokens.append(int(bonus[0]))
-    return tokens
+    return tokens, alive[0]
