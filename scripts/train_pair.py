@@ -150,6 +150,7 @@ def main(argv=None) -> int:
     parser.add_argument("--target-steps", type=int, default=300, help="target training steps (default 300)")
     parser.add_argument("--draft-steps", type=int, default=600, help="draft training steps (default 600)")
     parser.add_argument("--pairs", type=int, default=4096, help="contexts in the exported dataset (default 4096)")
+    parser.add_argument("--max-verses", type=int, help="use only the first N verses (quick smoke runs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument("--retrain", action="store_true", help="ignore cached tokenizer and models")
@@ -160,7 +161,7 @@ def main(argv=None) -> int:
     pair_dir.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
 
-    verses = read_corpus()
+    verses = read_corpus()[: args.max_verses]
     held_out = len(verses) // 20  # every 20th verse is held out for perplexity and the dataset
     train_verses = [v for i, v in enumerate(verses) if i % 20]
     test_verses = verses[::20]

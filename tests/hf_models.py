@@ -11,6 +11,9 @@ from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausa
 
 from multidraft.hf import warp_probabilities
 
+# Tiny models run fastest on one thread, and several threads crawl when the cores are shared.
+torch.set_num_threads(1)
+
 FAMILIES = ("gpt2", "llama")
 VOCAB = {"gpt2": 8, "llama": 10}
 

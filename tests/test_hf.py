@@ -31,7 +31,10 @@ def allowed_n(name):
     return [fixed] if fixed else [1, 2, 4]
 
 
-CASES = [(name, n, s) for name in md.verifier_names() for n in allowed_n(name) for s in range(len(SETTINGS))]
+# (verifier, n, setting, draft_top_k): draft_top_k truncates the draft law only, so the output law
+# must stay the (warped) target's; checked on a few cases
+CASES = [(name, n, s, None) for name in md.verifier_names() for n in allowed_n(name) for s in range(len(SETTINGS))]
+CASES += [("otlp", 4, 0, 3), ("khisti", 2, 2, 3), ("rrs_without_replacement", 4, 1, 2), ("spechub", 2, 0, 3)]
 
 
 @pytest.fixture(scope="module")
@@ -40,19 +43,20 @@ def pairs():
 
 
 def case_id(case):
-    name, n, s = case
-    return f"{name}-n{n}-s{s}"
+    name, n, s, draft_top_k = case
+    return f"{name}-n{n}-s{s}" + ("" if draft_top_k is None else f"-draft_top_k{draft_top_k}")
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_first_tokens_follow_the_target_law(case, pairs):
-    name, n, s = case
+    name, n, s, draft_top_k = case
     family = FAMILIES[(s + n) % 2]  # every verifier meets both model families
     target, draft = pairs[family]
     temperature, top_k, top_p = SETTINGS[s]
     sequences, probs = sequence_law(target, PROMPT, LENGTH, temperature, top_k, top_p)
     result = hf.generate(target, draft, torch.tensor([PROMPT] * SAMPLES), LENGTH, num_drafts=n, draft_length=2,
-                         verifier=name, temperature=temperature, top_k=top_k, top_p=top_p, seed=1000 + s)
+                         verifier=name, temperature=temperature, top_k=top_k, top_p=top_p, seed=1000 + s,
+                         draft_top_k=draft_top_k)
     V = target.config.vocab_size
     generated = result.sequences[:, len(PROMPT):].numpy()
     cells = generated @ (V ** np.arange(LENGTH - 1, -1, -1))  # the row index in `sequences`
@@ -106,10 +110,23 @@ def test_batch_equals_one_prompt_at_a_time(family, pairs):
     assert torch.equal(batch.sequences[:, :width], ids)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("name, n", [("otlp", 3), ("spechub", 2), ("rrs_without_replacement", 4)])
+def test_kept_caches_give_what_re_encoding_gives(family, name, n, pairs):
+    """Caches kept across rounds (rejected drafts masked as holes) reproduce re-encoding every
+    round: same seed, same random draws, same tokens (the logits agree to float rounding)."""
+    target, draft = pairs[family]
+    ids, mask = torch.tensor([[0, 0, 1, 2], [3, 4, 5, 6]]), torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
+    runs = [hf.generate(target, draft, ids, 20, num_drafts=n, draft_length=3, verifier=name, seed=4,
+                        attention_mask=mask, top_p=0.95, kv_cache=kv_cache) for kv_cache in (True, False)]
+    assert torch.equal(runs[0].sequences, runs[1].sequences)
+    assert runs[0].stats.row_rounds == runs[1].stats.row_rounds
+
+
 def test_statistics_add_up(pairs):
     target, draft = pairs["gpt2"]
     result = hf.generate(target, draft, torch.tensor([PROMPT] * 5), 12, num_drafts=4, draft_length=3, seed=3,
-                         verifier=md.verifier("otlp", method="maxflow_cs"))
+                         verifier=md.verifier("otlp", method="maxflow"))
     s = result.stats
     assert s.new_tokens == 60 and s.verifier == "otlp"
     assert s.reached[0] == s.row_rounds  # position 0 is verified in every round
@@ -138,6 +155,7 @@ def test_end_of_sequence_stops_a_row_and_pads(pairs):
     (dict(top_k=0), "top_k"),
     (dict(num_drafts=0), "num_drafts"),
     (dict(draft_length=0), "draft_length"),
+    (dict(draft_top_k=0), "draft_top_k"),
     (dict(attention_mask=torch.zeros(1, 3)), "all zeros"),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs, message, pairs):

@@ -50,6 +50,11 @@ from .verifiers import Verifier, verifier as make_verifier
 #: The default verifier: the exact optimal one (OTLP plan via max-flow, acceptance alpha*).
 DEFAULT_VERIFIER = "otlp"
 
+#: Options used when a verifier is given by name: the exact OTLP through the complementary-slackness
+#: max-flow (same optimum, much faster at large V), Global Resolution with its exact fallback.
+NAMED_OPTIONS: Dict[str, Dict[str, object]] = {"otlp": {"method": "maxflow_cs"},
+                                               "global_resolution": {"fallback": True}}
+
 #: Verifier used for groups that the chosen verifier cannot take (see the module docstring).
 _SINGLE = make_verifier("sps")
 
@@ -76,9 +81,8 @@ def warp_probabilities(logits, temperature: float = 1.0, top_k: Optional[int] = 
         np.put_along_axis(probs, np.argmax(x, axis=-1)[..., None], 1.0, axis=-1)
         return probs
     x = x / temperature
-    if top_k is not None and top_k < x.shape[-1]:
-        kth = np.partition(x, -top_k, axis=-1)[..., -top_k][..., None]
-        x = np.where(x >= kth, x, -np.inf)
+    if top_k is not None:
+        x = np.where(_top_k_mask(x, top_k), x, -np.inf)
     x = x - np.max(x, axis=-1, keepdims=True)
     probs = np.exp(x)
     probs /= probs.sum(axis=-1, keepdims=True)
@@ -91,6 +95,21 @@ def warp_probabilities(logits, temperature: float = 1.0, top_k: Optional[int] = 
         probs = np.where(keep, probs, 0.0)
         probs /= probs.sum(axis=-1, keepdims=True)
     return probs
+
+
+def _top_k_mask(x: np.ndarray, k: int) -> np.ndarray:
+    """True at the k largest entries of each row (ties at the k-th value kept)."""
+    if k >= x.shape[-1]:
+        return np.ones(x.shape, dtype=bool)
+    return x >= np.partition(x, -k, axis=-1)[..., -k][..., None]
+
+
+def _truncate_draft(q: np.ndarray, k: Optional[int]) -> np.ndarray:
+    """The draft law restricted to its k most probable tokens (seed 000 App. N), renormalised."""
+    if k is None:
+        return q
+    q = np.where(_top_k_mask(q, k), q, 0.0)
+    return q / q.sum(axis=-1, keepdims=True)
 
 
 def _sampling_options(temperature, top_k, top_p):
@@ -156,7 +175,7 @@ class GenerationResult:
 
 
 def _verifier(verifier: Union[str, Verifier], n: int) -> Verifier:
-    v = make_verifier(verifier) if isinstance(verifier, str) else verifier
+    v = make_verifier(verifier, **NAMED_OPTIONS.get(verifier, {})) if isinstance(verifier, str) else verifier
     if not isinstance(v, Verifier):
         raise ValueError(f"'verifier' must be a name of multidraft.verifier_names() or a Verifier, got {verifier!r}")
     if v.scheme_kind == "independent":
@@ -271,7 +290,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
              verifier: Union[str, Verifier] = DEFAULT_VERIFIER, temperature: float = 1.0,
              top_k: Optional[int] = None, top_p: Optional[float] = None, seed=None, attention_mask=None,
              eos_token_id: Optional[int] = None, pad_token_id: Optional[int] = None,
-             kv_cache: bool = True) -> GenerationResult:
+             kv_cache: bool = True, draft_top_k: Optional[int] = None) -> GenerationResult:
     """Sample ``max_new_tokens`` tokens per prompt from ``target`` with multi-draft speculation.
 
     ``target``, ``draft``: causal LMs (``model(input_ids, attention_mask, position_ids,
@@ -283,7 +302,11 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
     output is distributed exactly as sampling from the warped target. ``seed``: int, sequence of B
     ints (one per prompt) or ``numpy.random.Generator``; the same seed gives the same output and
     row b of a batch equals a one-prompt call with ``seed=multidraft.row_seeds(seed, B)[b]``.
-    ``eos_token_id``: stop a row after it (default: never stop early). ``kv_cache``: keep both
+    ``draft_top_k``: draw the drafts from the (warped) draft distribution truncated to its k most
+    probable tokens; the verifier sees that same truncated law and the target is untouched, so the
+    output law does not change, while exact verifiers stay cheap at large vocabularies (the OTLP
+    network grows with the draft support). ``eos_token_id``: stop a row after it (default: never stop
+    early). ``kv_cache``: keep both
     models' KV caches across rounds (rejected draft tokens become masked holes); ``False``
     re-encodes every context each round (same law, slower on long outputs). Returns
     :class:`GenerationResult`.
@@ -292,6 +315,8 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
     L = check.count(draft_length, "draft_length")
     max_new_tokens = check.count(max_new_tokens, "max_new_tokens", minimum=0)
     sampling = _sampling_options(temperature, top_k, top_p)
+    if draft_top_k is not None:
+        draft_top_k = check.count(draft_top_k, "draft_top_k")
     v = _verifier(verifier, n)
     _same_vocabulary(target, draft)
     prompts = _prompts(input_ids, attention_mask)
@@ -311,7 +336,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
                 states = _KVState(draft, [list(c) for c in contexts]), _KVState(target, [list(c) for c in contexts])
             rngs = [generators[b] for b in rows]
             start = time.perf_counter()
-            drafts, q, groups = _draft_round(states[0], rngs, n, L, v, sampling, pad_token_id)
+            drafts, q, groups = _draft_round(states[0], rngs, n, L, v, sampling, draft_top_k, pad_token_id)
             middle = time.perf_counter()
             p = _score_round(states[1], drafts, sampling, pad_token_id, q.shape[-1])
             end = time.perf_counter()
@@ -351,7 +376,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
 Groups = List[Dict[Tuple[int, ...], Tuple[np.ndarray, Verifier]]]
 
 
-def _draft_round(state: _KVState, rngs, n: int, L: int, v: Verifier, sampling, pad_id: int):
+def _draft_round(state: _KVState, rngs, n: int, L: int, v: Verifier, sampling, draft_top_k, pad_id: int):
     """Draw n draft sequences of L tokens per row, grouped by prefix (see module docstring).
 
     One pass over the pending tokens, then ``L - 1`` one-token passes over the ``R n`` draft rows.
@@ -368,7 +393,7 @@ def _draft_round(state: _KVState, rngs, n: int, L: int, v: Verifier, sampling, p
         if j > 0:
             step = torch.as_tensor(drafts[:, :, j - 1].reshape(R * n, 1), device=state.device)
             logits = state.append(step, torch.ones_like(step))[:, -1]
-        q_j = warp_probabilities(logits, *sampling).reshape(R, n, -1)
+        q_j = _truncate_draft(warp_probabilities(logits, *sampling), draft_top_k).reshape(R, n, -1)
         if q is None:
             q = np.zeros((R, n, L, q_j.shape[-1]))
         q[:, :, j] = q_j
