@@ -1,11 +1,11 @@
 """Multi-draft speculative sampling inside a Hugging Face ``transformers`` generation loop.
 
 :func:`generate` plugs any verifier of the registry (:func:`multidraft.verifier_names`) into a
-SpecTr-style multi-step, multi-draft loop (seed 003 §1, SpecTr's K-SEQ setting) for a target ``p``
-and a draft ``q`` that are ``AutoModelForCausalLM``-like models sharing one vocabulary:
+multi-step, multi-draft loop as in SpecTr (n draft sequences, verified token by token) for a
+target ``p`` and a draft ``q`` that are ``AutoModelForCausalLM``-like models sharing one vocabulary:
 
 1. Draft: ``n`` draft sequences of ``L`` tokens, run as ONE batch of ``B * n`` rows with the draft
-   model's KV cache (one forward on the contexts, then ``L - 1`` one-token steps). At every position
+   model's KV cache (one forward on the tokens not cached yet, then ``L - 1`` one-token steps). At every position
    the draft sequences are grouped by identical prefix and each group's next tokens are drawn
    jointly by the verifier's own scheme, ``v.draft(q(. | prefix), group_size, rng)`` (for i.i.d.
    schemes this is independent sampling; ``"rrs_without_replacement"`` gives distinct tokens).
@@ -47,7 +47,7 @@ from . import _core
 from . import _validation as check
 from .verifiers import Verifier, verifier as make_verifier
 
-#: The default verifier: the exact optimal one (OTLP plan via max-flow, acceptance alpha*).
+#: The default verifier: the exact optimal one (OTLP plan, acceptance alpha*; see NAMED_OPTIONS).
 DEFAULT_VERIFIER = "otlp"
 
 #: Options used when a verifier is given by name: the exact OTLP through the complementary-slackness
