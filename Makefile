@@ -3,7 +3,7 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBS   := libeigen3-dev liblemon-dev g++ cmake
+DEBS   := libeigen3-dev liblemon-dev g++ cmake bible-kjv
 
 .PHONY: demo test install system-deps clean
 
@@ -16,7 +16,7 @@ $(PY):
 
 install: system-deps $(PY)
 	$(PY) -m pip install "scikit-build-core>=0.10" "pybind11>=3" numpy scipy tqdm pytest
-	$(PY) -m pip install --no-build-isolation -Cbuild-dir=build/{wheel_tag} ".[test,bench]"
+	$(PY) -m pip install --no-build-isolation -Cbuild-dir=build/{wheel_tag} ".[test,bench,hf]"
 
 demo: install
 	$(PY) -m multidraft.bench --quick

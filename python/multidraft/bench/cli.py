@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .distributions import DEFAULT_SEED, DEFAULT_VOCAB, REGIMES
+from .distributions import DEFAULT_SEED, DEFAULT_VOCAB, REGIMES, register_regime
 from .baselines import baselines_record, baselines_table, run_baselines
 from .methods import METHODS
 from .report import all_agree, machine_info, markdown_report, regime_params, write_results
@@ -95,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"base seed (default {DEFAULT_SEED})")
     parser.add_argument("--out", type=Path, default=Path("bench-results"),
                         help="output directory for results.json and results.csv (default bench-results/)")
+    parser.add_argument("--dataset", type=Path,
+                        help="benchmark on the real next-token pairs of this .npz file (scripts/train_pair.py "
+                        "writes data/next_token_pairs.npz) instead of the generated regimes; V is the file's")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--rdk", action="store_true", help="run the RDK benchmark (seed 001: acceptance against "
                         "pruning, build and proposal times) instead; options: --rdk --help")
@@ -114,6 +117,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         MODES[mode][key] if getattr(args, key) is None else getattr(args, key)
         for key in ("grid", "tokens", "vocab", "budget", "max_call", "full_vocab")
     )
+    if args.dataset is not None:
+        from .dataset import DatasetRegime
+        try:
+            regime = DatasetRegime.from_file(args.dataset)
+        except ValueError as error:
+            parser.error(f"--dataset: {error}")
+        if args.vocab is not None and args.vocab != regime.data.V:
+            parser.error(f"--vocab {args.vocab} differs from the data set's V = {regime.data.V}")
+        register_regime(regime)
+        args.regimes, V = [regime.name], regime.data.V
+        if args.full_vocab is None:  # full mode: the data set's own vocabulary without draft top-k
+            full_vocab = [] if mode == "quick" else [V]
+        elif set(args.full_vocab) - {V}:
+            parser.error(f"--full-vocab: the data set has V = {V} only, got {args.full_vocab}")
     if tokens < 1 or V < 2 or not 0 < budget <= max_call:
         parser.error(f"need --tokens >= 1, --vocab >= 2, 0 < --budget <= --max-call; "
                      f"got {tokens}, {V}, {budget}, {max_call}")

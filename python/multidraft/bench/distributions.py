@@ -107,6 +107,12 @@ def get_regime(regime: Union[str, Regime]) -> Regime:
         ) from None
 
 
+def register_regime(regime) -> None:
+    """Make a regime object known by its ``name``; one with a ``sample_pairs(V, k, count, seed)``
+    method (e.g. :class:`multidraft.bench.dataset.DatasetRegime`) supplies its own pairs."""
+    REGIMES[regime.name] = regime
+
+
 def derive_seed(seed: int, *keys: Union[int, str]) -> int:
     """A reproducible 63-bit seed from a base seed and keys (strings hashed with CRC-32)."""
     words = [int(seed)] + [zlib.crc32(k.encode()) if isinstance(k, str) else int(k) for k in keys]
@@ -174,6 +180,8 @@ def make_pairs(
     if V < 2 or count < 1:
         raise ValueError(f"V and count: need V >= 2 and count >= 1, got V={V}, count={count}")
     r = get_regime(regime)
+    if hasattr(r, "sample_pairs"):  # a registered data set instead of the generator
+        return r.sample_pairs(V, k, count, seed)
     rng = np.random.default_rng(seed)
     target, draft = make_logits(r, V, count, rng)
     p = _softmax(target / r.temperature)

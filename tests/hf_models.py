@@ -1,0 +1,48 @@
+"""Tiny seeded causal LMs built from configs (nothing downloaded) and the exact sequence law of a target.
+
+Weights are drawn with a large ``initializer_range`` so that next-token distributions are far from
+uniform and differ between target and draft (a near-uniform pair would make the tests blind).
+"""
+import itertools
+
+import numpy as np
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+from multidraft.hf import warp_probabilities
+
+# Tiny models run fastest on one thread, and several threads crawl when the cores are shared.
+torch.set_num_threads(1)
+
+FAMILIES = ("gpt2", "llama")
+VOCAB = {"gpt2": 8, "llama": 10}
+
+
+def tiny_model(family: str, seed: int, layers: int = 1):
+    torch.manual_seed(seed)
+    V = VOCAB[family]
+    if family == "gpt2":
+        config = GPT2Config(vocab_size=V, n_positions=64, n_embd=16, n_layer=layers, n_head=2,
+                            initializer_range=0.5, bos_token_id=0, eos_token_id=0)
+        return GPT2LMHeadModel(config).eval()
+    config = LlamaConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=layers,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+                         initializer_range=0.5, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    return LlamaForCausalLM(config).eval()
+
+
+def tiny_pair(family: str):
+    """(target, draft): a two-layer target and a one-layer draft with other weights."""
+    return tiny_model(family, seed=0, layers=2), tiny_model(family, seed=1)
+
+
+def sequence_law(model, prompt, length: int, temperature=1.0, top_k=None, top_p=None):
+    """Exact law of the first ``length`` sampled tokens: (sequences (V**length, length), probs)."""
+    V = model.config.vocab_size
+    sequences = np.array(list(itertools.product(range(V), repeat=length)), dtype=np.int64)
+    ids = torch.cat([torch.tensor(prompt).repeat(len(sequences), 1), torch.as_tensor(sequences)], 1)
+    with torch.inference_mode():
+        logits = model(input_ids=ids).logits[:, len(prompt) - 1: -1]
+    steps = warp_probabilities(logits, temperature, top_k, top_p)  # (V**length, length, V)
+    probs = np.prod(np.take_along_axis(steps, sequences[:, :, None], axis=2)[:, :, 0], axis=1)
+    return sequences, probs
