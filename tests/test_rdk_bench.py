@@ -1,6 +1,5 @@
 """The RDK benchmark (python -m multidraft.bench --rdk): runs end to end on tiny inputs, reports
-what must hold on any data, and refuses --dataset clearly while issue 6's loader is absent."""
-import importlib.util
+what must hold on any data, and runs on a file of real next-token pairs (--dataset)."""
 import json
 
 import numpy as np
@@ -51,14 +50,20 @@ def test_timing_small():
     assert all(row[k] >= 0 for k in ("covariance_topk_s", "rdk_proposal_ms", "verify_ms"))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("multidraft.bench.dataset") is not None,
-                    reason="issue 6's loader is installed")
-def test_dataset_without_loader_is_a_clear_error(tmp_path):
-    with pytest.raises(SystemExit, match="issue 6"):
+def test_cli_rdk_runs_on_a_dataset_file(tmp_path, capsys):
+    """Real next-token pairs (issue 6's file format) replace the synthetic ones."""
+    data = bench.synthetic_pairs(200, 48, seed=3)
+    np.savez(tmp_path / "pairs.npz", p=data["p"], q=data["q"], target_logits=data["target_logits"],
+             token_counts=data["token_counts"], meta=np.array(json.dumps({"corpus": "test"})))
+    status = bench_main(["--rdk", "--quick", "--dataset", str(tmp_path / "pairs.npz"), "--top-k", "8",
+                         "--timing-vocab", "", "--out", str(tmp_path)])
+    assert status == 0
+    assert "pairs.npz, V=200" in capsys.readouterr().out
+    record = json.loads((tmp_path / "rdk.json").read_text())
+    for row in record["acceptance"]:
+        assert row["masked"] <= row["tli"] + 1e-12 and 0 <= row["rdk_corr"] <= 1
+
+
+def test_a_missing_dataset_is_a_clear_error(tmp_path):
+    with pytest.raises((SystemExit, ValueError, FileNotFoundError), match="pairs.npz"):
         bench_main(["--rdk", "--dataset", str(tmp_path / "pairs.npz")])
-
-
-def test_default_benchmark_parser_is_unchanged_but_lists_rdk():
-    from multidraft.bench.cli import build_parser
-    args = build_parser().parse_args(["--quick"])
-    assert args.quick and not args.rdk
