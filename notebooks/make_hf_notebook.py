@@ -57,7 +57,9 @@ CELLS = [
     new_markdown_cell(
         "## Baselines: plain target sampling and `transformers` assisted generation\n\n"
         "A forward hook counts the target's forward passes. Plain sampling makes one per token; assisted "
-        "generation (single draft, `transformers`' own speculative sampling) makes fewer."
+        "generation (single draft, `transformers`' own speculative sampling) makes fewer. Every run "
+        "generates exactly `NEW_TOKENS` tokens (`min_new_tokens` for `transformers`; our loop does not stop "
+        "at the end-of-text token unless given `eos_token_id`)."
     ),
     new_code_cell(
         "calls = {'n': 0}\n"
@@ -134,11 +136,14 @@ CELLS = [
     new_code_cell(
         "greedy = target.generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0,\n"
         "                         attention_mask=torch.ones_like(prompt))\n"
-        "ours = hf.generate(target, draft, prompt, NEW_TOKENS, num_drafts=2, verifier='otlp', temperature=0).sequences\n"
-        "assert torch.equal(ours, greedy)\n"
+        "EOS = target.generation_config.eos_token_id  # greedy search stops there; so does ours when told\n"
+        "ours = hf.generate(target, draft, prompt, NEW_TOKENS, num_drafts=2, verifier='otlp', temperature=0,\n"
+        "                   eos_token_id=EOS, pad_token_id=0).sequences\n"
+        "assert torch.equal(ours[:, :greedy.shape[1]], greedy) and bool((ours[:, greedy.shape[1]:] == 0).all())\n"
         "if tokenizer is not None:\n"
         "    print(tokenizer.decode(ours[0]))\n"
-        "    sampled = hf.generate(target, draft, prompt, NEW_TOKENS, num_drafts=4, verifier='otlp', seed=0)\n"
+        "    sampled = hf.generate(target, draft, prompt, NEW_TOKENS, num_drafts=4, verifier='otlp', seed=0,\n"
+        "                          draft_top_k=DRAFT_TOP_K)\n"
         "    print(tokenizer.decode(sampled.sequences[0]))"
     ),
 ]
