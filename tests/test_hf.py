@@ -93,19 +93,20 @@ def test_same_seed_same_output_and_other_seeds_differ(pairs):
     assert len({tuple(row) for row in first.tolist()}) > 1  # rows get their own generators
 
 
+@pytest.mark.parametrize("eos", [None, 3], ids=["", "eos"])  # with eos, rows leave the batch early
 @pytest.mark.parametrize("family", FAMILIES)
-def test_batch_equals_one_prompt_at_a_time(family, pairs):
+def test_batch_equals_one_prompt_at_a_time(family, eos, pairs):
     target, draft = pairs[family]
     prompts = [[1, 2, 3, 4, 5], [6], [2, 7, 3]]
     width = max(map(len, prompts))
     ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
     batch = hf.generate(target, draft, ids, 9, num_drafts=3, draft_length=3, verifier="spectr", seed=11,
-                        attention_mask=mask, top_k=5)
+                        attention_mask=mask, top_k=5, eos_token_id=eos)
     seeds = md.row_seeds(11, len(prompts))
     for b, prompt in enumerate(prompts):
         single = hf.generate(target, draft, torch.tensor([prompt]), 9, num_drafts=3, draft_length=3,
-                             verifier="spectr", seed=int(seeds[b]), top_k=5)
+                             verifier="spectr", seed=int(seeds[b]), top_k=5, eos_token_id=eos)
         assert batch.sequences[b, width:].tolist() == single.sequences[0, len(prompt):].tolist()
     assert torch.equal(batch.sequences[:, :width], ids)
 
