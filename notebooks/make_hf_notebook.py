@@ -3,12 +3,10 @@
 The test suite executes the notebook with MULTIDRAFT_NOTEBOOK_QUICK=1 on tiny random models
 (tests/test_notebooks.py); without it, the trained pair of scripts/train_pair.py is used when present.
 """
-import pathlib
 
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from make_notebooks import write_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
-HERE = pathlib.Path(__file__).resolve().parent
 
 CELLS = [
     new_markdown_cell(
@@ -154,9 +152,7 @@ CELLS = [
 
 
 def main():
-    nb = new_notebook(cells=CELLS, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                            "language": "python"}})
-    nbformat.write(nb, HERE / "hf_generation.ipynb")
+    write_notebook(CELLS, "hf_generation.ipynb")
 
 
 if __name__ == "__main__":

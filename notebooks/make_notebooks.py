@@ -112,10 +112,16 @@ GLOBAL_RESOLUTION = [
 ]
 
 
+KERNEL = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+
+
+def write_notebook(cells, name: str) -> None:
+    """Write notebooks/<name> from its cells (the one writer of every notebook generator)."""
+    nbformat.write(new_notebook(cells=cells, metadata=KERNEL), HERE / name)
+
+
 def main():
-    nb = new_notebook(cells=GLOBAL_RESOLUTION, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                                        "language": "python"}})
-    nbformat.write(nb, HERE / "global_resolution.ipynb")
+    write_notebook(GLOBAL_RESOLUTION, "global_resolution.ipynb")
 
 
 if __name__ == "__main__":

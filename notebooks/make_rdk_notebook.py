@@ -3,12 +3,10 @@
 Like make_notebooks.py: the cells live here, the .ipynb holds no outputs, and the test suite
 executes it (tests/test_notebooks.py, MULTIDRAFT_NOTEBOOK_QUICK=1).
 """
-import pathlib
 
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from make_notebooks import write_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
-HERE = pathlib.Path(__file__).resolve().parent
 
 RDK = [
     new_markdown_cell(
@@ -105,9 +103,7 @@ RDK = [
 
 
 def main():
-    nb = new_notebook(cells=RDK, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                          "language": "python"}})
-    nbformat.write(nb, HERE / "rdk.ipynb")
+    write_notebook(RDK, "rdk.ipynb")
 
 
 if __name__ == "__main__":
