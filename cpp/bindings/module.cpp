@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "arrays.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/global_resolution.hpp"
 #include "multidraft/khisti.hpp"
@@ -29,9 +30,9 @@ using namespace multidraft;
 
 namespace {
 
-using Doubles = py::array_t<double, py::array::c_style | py::array::forcecast>;
-using Ints = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
-using Seeds = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>;
+using multidraft_bindings::Doubles;
+using multidraft_bindings::Ints;
+using multidraft_bindings::Seeds;
 
 SchemeKind parse_kind(const std::string& kind) {
   if (kind == "iid") return SchemeKind::iid;

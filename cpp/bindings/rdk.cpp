@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "arrays.hpp"
 #include "multidraft/affinity_matrix.hpp"
 #include "multidraft/rdk_proposal.hpp"
 #include "multidraft/rng.hpp"
@@ -17,10 +18,10 @@ using namespace multidraft;
 
 namespace {
 
-using Doubles = py::array_t<double, py::array::c_style | py::array::forcecast>;
-using Longs = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
-using Indices = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>;
-using Seeds = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>;
+using multidraft_bindings::Doubles;
+using multidraft_bindings::Indices;
+using multidraft_bindings::Ints;
+using multidraft_bindings::Seeds;
 
 template <class T>
 py::array_t<T> to_array(const std::vector<T>& values) {
@@ -35,14 +36,14 @@ py::tuple to_tuple(const SparseRows& rows) {
 
 // Keeps the arrays of M alive while a CsrView points into them.
 struct Csr {
-  Longs indptr;
+  Ints indptr;
   Indices indices;
   Doubles values;
   CsrView view() const { return {indptr.shape(0) - 1, indptr.data(), indices.data(), values.data()}; }
 };
 
 // (B, Vd) drafter rows -> (B, Vt) target rows plus the shared mass q(I) of each row.
-py::tuple project(const Doubles& q, const Longs& draft_to_target, std::int64_t target_size, bool renormalise) {
+py::tuple project(const Doubles& q, const Ints& draft_to_target, std::int64_t target_size, bool renormalise) {
   const py::ssize_t B = q.shape(0), Vd = q.shape(1);
   py::array_t<double> out({B, static_cast<py::ssize_t>(target_size)});
   py::array_t<double> mass(B);
@@ -70,9 +71,9 @@ py::array_t<double> proposal_rows(const Csr& M, const Doubles& q_prime) {
 }
 
 // n i.i.d. two-stage draws per row (one generator per row, seeded by seeds[r]) -> (B, n).
-Longs sample_rows(const Csr& M, const Doubles& q_prime, int n, const Seeds& seeds) {
+Ints sample_rows(const Csr& M, const Doubles& q_prime, int n, const Seeds& seeds) {
   const py::ssize_t B = q_prime.shape(0), V = q_prime.shape(1);
-  Longs out({B, static_cast<py::ssize_t>(n)});
+  Ints out({B, static_cast<py::ssize_t>(n)});
   const CsrView view = M.view();
   const double* q = q_prime.data();
   const std::uint64_t* s = seeds.data();
@@ -99,7 +100,7 @@ py::array_t<double> taylor_rows(const Doubles& q_prime, const Doubles& prior, do
 
 void bind_rdk(py::module_& m) {
   auto rdk = m.def_submodule("rdk", "seed 001 (RDK): vocabulary maps, affinity matrix, proposals");
-  rdk.def("frequency_ranked", [](const Longs& counts, std::int64_t size) {
+  rdk.def("frequency_ranked", [](const Ints& counts, std::int64_t size) {
     std::vector<std::int64_t> kept;
     {
       py::gil_scoped_release release;
@@ -108,7 +109,7 @@ void bind_rdk(py::module_& m) {
     return to_array(kept);
   }, py::arg("counts"), py::arg("size"));
   rdk.def("project", &project, py::arg("q"), py::arg("draft_to_target"), py::arg("target_size"), py::arg("renormalise"));
-  rdk.def("covariance_top_k", [](const Doubles& samples, const Longs& rows, std::int64_t k) {
+  rdk.def("covariance_top_k", [](const Doubles& samples, const Ints& rows, std::int64_t k) {
     SparseRows scores;
     {
       py::gil_scoped_release release;
@@ -116,7 +117,7 @@ void bind_rdk(py::module_& m) {
     }
     return to_tuple(scores);
   }, py::arg("samples"), py::arg("rows"), py::arg("k"));
-  rdk.def("affinity_softmax", [](const Longs& indptr, const Indices& indices, const Doubles& scores, const Longs& rows,
+  rdk.def("affinity_softmax", [](const Ints& indptr, const Indices& indices, const Doubles& scores, const Ints& rows,
                                  std::int64_t V, double tau) {
     SparseRows kept, M;
     kept.cols = V;
@@ -129,10 +130,10 @@ void bind_rdk(py::module_& m) {
     }
     return to_tuple(M);
   }, py::arg("indptr"), py::arg("indices"), py::arg("scores"), py::arg("rows"), py::arg("V"), py::arg("tau"));
-  rdk.def("proposal", [](const Longs& indptr, const Indices& indices, const Doubles& values, const Doubles& q_prime) {
+  rdk.def("proposal", [](const Ints& indptr, const Indices& indices, const Doubles& values, const Doubles& q_prime) {
     return proposal_rows(Csr{indptr, indices, values}, q_prime);
   }, py::arg("indptr"), py::arg("indices"), py::arg("values"), py::arg("q_prime"));
-  rdk.def("sample", [](const Longs& indptr, const Indices& indices, const Doubles& values, const Doubles& q_prime, int n,
+  rdk.def("sample", [](const Ints& indptr, const Indices& indices, const Doubles& values, const Doubles& q_prime, int n,
                        const Seeds& seeds) { return sample_rows(Csr{indptr, indices, values}, q_prime, n, seeds); },
           py::arg("indptr"), py::arg("indices"), py::arg("values"), py::arg("q_prime"), py::arg("n"), py::arg("seeds"));
   rdk.def("taylor", &taylor_rows, py::arg("q_prime"), py::arg("prior"), py::arg("n_eff"));
