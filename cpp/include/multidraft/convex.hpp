@@ -46,6 +46,7 @@ struct Curvature {
   // sum_U extra_weight[0]_U * (share of U's tokens): with the slack token (inner problem), the
   // mass of the tuples the plan accepts, counted with the second EGF base.
   double accepted = 0.0;
+  std::vector<double> leaf_scratch;  // working row of the implicit pass (dense Hessian only)
 };
 
 // While every |a_i| <= this, e^{a_i} is computed once per variable instead of once per term
@@ -108,7 +109,10 @@ struct ConvexObjective {
     if (full.empty()) return;
     FullSubsetGradient pass{power.data(), full.mass.data(), slack ? 1.0 : 0.0, gradient.data(),
                             curvature.diagonal.data(), curvature.dense ? curvature.hessian.data() : nullptr, m};
-    if (pass.hessian) pass.scratch.resize(m);
+    if (pass.hessian) {
+      curvature.leaf_scratch.resize(m);  // kept with the curvature: no allocation per pass
+      pass.scratch = curvature.leaf_scratch.data();
+    }
     for_each_full_subset(full, pass);
     curvature.accepted += pass.accepted;  // full-size weights are the same for every base
     if (pass.hessian)  // the implicit pass wrote the lower triangle only

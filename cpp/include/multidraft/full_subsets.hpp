@@ -105,14 +105,14 @@ struct FullSubsetGradient {
   double* hessian;   // may be null; column-major m x m
   int m;
   double accepted = 0.0;
-  std::vector<double> scratch;  // r / total per leaf, for the dense Hessian rows
+  double* scratch = nullptr;  // m entries when `hessian` is set: r / total per leaf, for the Hessian rows
 
   double v_at(int) const { return 0.0; }
 
   Sums leaves(const SubsetPrefix& prefix, int begin, int end) {
     const double X = prefix.power, W = prefix.weight, c = constant;
     double r_sum = 0.0, rt_sum = 0.0, accepted_sum = 0.0;
-    double* rt_out = hessian ? scratch.data() : nullptr;
+    double* rt_out = hessian ? scratch : nullptr;
 #pragma omp simd reduction(+ : r_sum, rt_sum, accepted_sum)
     for (int l = begin; l < end; ++l) {
       const double inner = X + x[l];
