@@ -115,8 +115,10 @@ struct ConvexObjective {
     }
     for_each_full_subset(full, pass);
     curvature.accepted += pass.accepted;  // full-size weights are the same for every base
-    if (pass.hessian)  // the implicit pass wrote the lower triangle only
+    if (pass.hessian) {  // the implicit pass wrote the strict lower triangle only
       curvature.hessian.triangularView<Eigen::StrictlyUpper>() = curvature.hessian.transpose();
+      curvature.hessian.diagonal() = curvature.diagonal;  // w s (1 - s) summed over every term
+    }
   }
 
   // Hessian-vector product from stored shares: each term adds w (s ∘ v - s (s · v)) (spec §2.6).

@@ -82,8 +82,8 @@ void for_each_full_subset(const FullSubsetTerms& terms, Policy& policy) {
   visit_full_subsets(terms, policy, root, 0);
 }
 
-// Gradient, Hessian diagonal, optionally the dense Hessian (column-major m x m as Eigen stores
-// it; off the diagonal only the lower triangle is written, as entry (larger, smaller index)) and
+// Gradient, Hessian diagonal, optionally the dense Hessian's strict lower triangle (column-major
+// m x m as Eigen stores it, entry (larger, smaller index); its diagonal is `diagonal`) and
 // the accepted mass sum_U w_U X_U / (c + X_U), where c = 1 with the slack token and 0 without.
 // With share
 // s_u = x_u / (c + X_U) and r_U = w_U / (c + X_U): gradient_u += x_u r_U,
@@ -110,36 +110,46 @@ struct FullSubsetGradient {
   double v_at(int) const { return 0.0; }
 
   Sums leaves(const SubsetPrefix& prefix, int begin, int end) {
+    if (!hessian) return leaf_range<false>(prefix, begin, end);
+    const Sums sums = leaf_range<true>(prefix, begin, end);
+    const double* __restrict xs = x;
+    const double* __restrict rt = scratch;
+    for (int e = 0; e < prefix.depth; ++e) {
+      const int u = prefix.members[e];
+      const double xu = xs[u];
+      double* __restrict row = hessian + static_cast<std::int64_t>(u) * m;
+#pragma omp simd
+      for (int l = begin; l < end; ++l) row[l] -= xu * xs[l] * rt[l];
+    }
+    return sums;
+  }
+
+  // The leaf loop, with the arrays in local restrict pointers: read through the members, every
+  // store could alias them and the compiler would fall back to gathers and scatters. The dense
+  // Hessian's diagonal is not written here: it equals `diagonal` (ConvexObjective::evaluate).
+  template <bool kStoreShares>
+  Sums leaf_range(const SubsetPrefix& prefix, int begin, int end) {
     const double X = prefix.power, W = prefix.weight, c = constant;
+    const double* __restrict xs = x;
+    const double* __restrict qs = mass;
+    double* __restrict grad = gradient;
+    double* __restrict diag = diagonal;
+    double* __restrict rt_out = scratch;
     double r_sum = 0.0, rt_sum = 0.0, accepted_sum = 0.0;
-    double* rt_out = hessian ? scratch : nullptr;
 #pragma omp simd reduction(+ : r_sum, rt_sum, accepted_sum)
     for (int l = begin; l < end; ++l) {
-      const double inner = X + x[l];
+      const double inner = X + xs[l];
       const double inverse = 1.0 / (c + inner);
-      const double r = W * mass[l] * inverse;
+      const double r = W * qs[l] * inverse;
       const double rt = r * inverse;
-      gradient[l] += r * x[l];
-      const double curvature = r * x[l] - rt * x[l] * x[l];
-      diagonal[l] += curvature;
-      if (rt_out) {
-        rt_out[l] = rt;
-        hessian[static_cast<std::int64_t>(l) * m + l] += curvature;
-      }
+      grad[l] += r * xs[l];
+      diag[l] += r * xs[l] - rt * xs[l] * xs[l];
+      if constexpr (kStoreShares) rt_out[l] = rt;
       r_sum += r;
       rt_sum += rt;
       accepted_sum += r * inner;
     }
     accepted += accepted_sum;
-    if (hessian) {
-      for (int e = 0; e < prefix.depth; ++e) {
-        const int u = prefix.members[e];
-        const double xu = x[u];
-        double* row = hessian + static_cast<std::int64_t>(u) * m;
-#pragma omp simd
-        for (int l = begin; l < end; ++l) row[l] -= xu * x[l] * rt_out[l];
-      }
-    }
     return {r_sum, rt_sum};
   }
 
@@ -149,7 +159,6 @@ struct FullSubsetGradient {
     const double curvature = xk * sums.r - xk * xk * sums.r_over_total;
     diagonal[k] += curvature;
     if (!hessian) return;
-    hessian[static_cast<std::int64_t>(k) * m + k] += curvature;
     for (int e = 0; e < prefix.depth; ++e) {
       const int u = prefix.members[e];
       hessian[static_cast<std::int64_t>(u) * m + k] -= x[u] * xk * sums.r_over_total;
@@ -178,13 +187,17 @@ struct FullSubsetHessianTimes {
 
   Sums leaves(const SubsetPrefix& prefix, int begin, int end) {
     const double X = prefix.power, Y = prefix.weighted, W = prefix.weight, c = constant;
+    const double* __restrict xs = x;  // local restrict pointers: see FullSubsetGradient::leaf_range
+    const double* __restrict qs = mass;
+    const double* __restrict vs = v;
+    double* __restrict product = out;
     double r_sum = 0.0, r_dot_sum = 0.0;
 #pragma omp simd reduction(+ : r_sum, r_dot_sum)
     for (int l = begin; l < end; ++l) {
-      const double inverse = 1.0 / (c + X + x[l]);
-      const double r = W * mass[l] * inverse;
-      const double dot = (Y + x[l] * v[l]) * inverse;
-      out[l] += r * x[l] * (v[l] - dot);
+      const double inverse = 1.0 / (c + X + xs[l]);
+      const double r = W * qs[l] * inverse;
+      const double dot = (Y + xs[l] * vs[l]) * inverse;
+      product[l] += r * xs[l] * (vs[l] - dot);
       r_sum += r;
       r_dot_sum += r * dot;
     }
