@@ -238,3 +238,17 @@ def batched_entry_points():
 def test_batched_shapes_must_agree(name, call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("build", [
+    lambda p, q: md.draft_scheme(q, 2),
+    lambda p, q: md.solve_otlp(p, q, 2),
+    lambda p, q: md.GlobalResolution(p, q, 2),
+], ids=["draft_scheme", "solve_otlp", "GlobalResolution"])
+def test_plans_leave_the_callers_arrays_writable(build):
+    """Validation does not copy float64 input; the plan keeps a read-only view, not the array."""
+    p, q = np.array([0.25, 0.25, 0.5]), np.array([0.5, 0.25, 0.25])
+    plan = build(p, q)
+    assert p.flags.writeable and q.flags.writeable
+    scheme = getattr(plan, "scheme", plan)
+    assert not scheme.q.flags.writeable

@@ -42,13 +42,13 @@ class GlobalResolution(OTLPPlan):
         if kind != "iid":
             raise ValueError(f"GlobalResolution needs i.i.d. drafts (Lemma 6.3 uses Q(H)^n); got scheme {kind!r}: "
                              "use solve_otlp(..., method='maxflow_cs') for other draft schemes")
-        p2, _, n, batched = batched_inputs(p, q, n, kind)
+        p2, q3, n, batched = batched_inputs(p, q, n, kind)
         if batched:
             raise ValueError("'p' must be 1-D for GlobalResolution: a plan serves one (target, draft) pair")
         if not (isinstance(tau, (int, float)) and np.isfinite(tau) and 0 < tau < 1):
             raise ValueError(f"'tau' must be in (0, 1), got {tau!r}")
         check.count(max_iterations, "max_iterations", minimum=0)
-        draft = DraftScheme(q, n, "iid")
+        draft = DraftScheme._from_batched(q3, n, kind)
         self._core = _core.GlobalResolutionPlan(p2[0], draft.q, n, float(tau), int(max_iterations), float(max_terms),
                                                 bool(paper_threshold))
         super().__init__(p2[0], draft, "global_resolution", self._core.alpha)

@@ -208,11 +208,11 @@ def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow", scheme
         raise ValueError(f"'network' must be 'sets' or 'tuples', got {network!r}")
     if network != "sets" and method != "maxflow":
         raise ValueError("'network' applies to method='maxflow' only")
-    p2, _, n, batched = batched_inputs(p, q, n, kind)
+    p2, q3, n, batched = batched_inputs(p, q, n, kind)
     if batched:
         raise ValueError("'p' must be 1-D for solve_otlp: a plan serves one (target, draft) pair")
     p1 = p2[0]
-    draft = DraftScheme(q, n, kind)
+    draft = DraftScheme._from_batched(q3, n, kind)
     if method == "lp":
         return _LinearProgramPlan(p1, draft)
     if method == "maxflow":

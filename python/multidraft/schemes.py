@@ -72,12 +72,26 @@ class DraftScheme:
             if n is None:
                 raise ValueError("'n' (the number of drafts) is required")
             n = check.count(n)
+        self._assign(q, n)
+
+    @classmethod
+    def _from_batched(cls, q3: np.ndarray, n: int, kind: str) -> "DraftScheme":
+        """The scheme of the first row of :func:`batched_inputs`' ``q3``, already validated there
+        (one pass over ``q`` per call instead of two)."""
+        scheme = cls.__new__(cls)
+        scheme.kind = kind
+        scheme._assign(q3[0] if kind == "independent" else q3[0, 0], n)
+        return scheme
+
+    def _assign(self, q: np.ndarray, n: int) -> None:
         self.n: int = n
         self.V: int = q.shape[-1]
-        self.q: np.ndarray = q
+        # A read-only view: the caller's own array (validation does not copy float64 input) stays writable.
+        self.q: np.ndarray = q.view()
         self.q.setflags(write=False)
-        # Let the core refuse impossible schemes (e.g. too few tokens to draw without replacement).
-        _core.tuple_probability(self.q, self.kind, self.n, np.zeros((0, self.n), dtype=np.int64))
+        if self.kind != "iid":  # n >= 1 i.i.d. draws are possible from every q
+            # Let the core refuse impossible schemes (e.g. too few tokens to draw without replacement).
+            _core.tuple_probability(self.q, self.kind, self.n, np.zeros((0, self.n), dtype=np.int64))
 
     def __repr__(self) -> str:
         return f"DraftScheme(kind={self.kind!r}, n={self.n}, V={self.V})"
