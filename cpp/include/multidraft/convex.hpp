@@ -59,9 +59,26 @@ struct ConvexObjective {
   FullSubsetTerms full;    // implicit terms: every n-subset (full_subsets.hpp)
   Eigen::VectorXd target;  // t_i: outer row targets p_i, or inner p(i)
   bool slack = false;      // inner problem: a slack token with a = 0 in every term
+  double total_weight = 0.0;  // sum_U w_U (set with the terms; used by level_shift)
   double unshifted_limit = kUnshiftedLimit;  // lowered only by tests, to check the shifted path
 
   double term_count() const { return static_cast<double>(terms.size()) + full.count(); }
+
+  // A safe step along 1 for the inner problem, where Newton crawls. The gradient sums to
+  // delta - R(a), with delta = sum_U w_U - sum_i t_i fixed and R(a) = sum_U w_U / (1 + X_U) the
+  // slack's mass. Along a + s 1, |d log R / ds| <= 1 (each term's X e^s / (1 + X e^s) <= 1), so
+  // R(a + s 1) >= R(a) e^{-s}: the directional derivative delta - R stays <= 0 up to
+  // s = log(R / delta), and Theta_T decreases all the way there. Newton itself moves at most about
+  // 1 per iteration along 1 while the slack share is small (its step is (R - delta) / R' with
+  // |R'| <= R), so on peaked inputs, where delta is tiny, this saves most iterations.
+  // Returns 0 (no jump) unless R > 2 delta > 0; capped at kLevelShiftCap.
+  double level_shift(const Eigen::VectorXd& gradient) const {
+    constexpr double kLevelShiftCap = 30.0;
+    const double delta = total_weight - target.sum();
+    if (!slack || !(delta > 1e-12 * total_weight)) return 0.0;
+    const double rejected = delta - gradient.sum();
+    return rejected > 2.0 * delta ? std::min(std::log(rejected / delta), kLevelShiftCap) : 0.0;
+  }
 
   // Gradient and curvature at a (the Newton loop never needs the value, a logarithm per term;
   // see minimise_newton). A point outside the unshifted range first turns the implicit terms
@@ -203,7 +220,8 @@ inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, con
   return d.isZero(0.0) ? Eigen::VectorXd(-preconditioner.cwiseProduct(g)) : d;
 }
 
-// Damped Newton with the exact Hessian (spec §2.9): solve (H + lambda I) d = -g, lambda raised
+// Damped Newton with the exact Hessian (spec §2.9), after a level jump where it pays
+// (ConvexObjective::level_shift): solve (H + lambda I) d = -g, lambda raised
 // tenfold until the Cholesky factorisation succeeds (large problems: conjugate gradients).
 // The full step is taken when it lowers ||g||_1, which near the solution it always does;
 // otherwise the step is halved until the directional derivative shows sufficient decrease:
@@ -235,6 +253,11 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
       return report;
     }
     if (report.iterations >= max_iterations) return report;
+    if (const double shift = objective.level_shift(g); shift > 0.0) {  // counts as an iteration
+      report.solution.array() += shift;
+      objective.evaluate(report.solution, g, curvature);
+      continue;
+    }
     Eigen::VectorXd descent = g;
     if (gauge) descent.array() -= descent.mean();
     double lambda = 1e-12 * std::max(1.0, curvature.diagonal.sum() / m);

@@ -72,6 +72,10 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   terms.extra_weight.resize(B - 1);
   for (auto& w : terms.extra_weight) w.resize(total_terms);
   objective.full.assign(member_mass, n);
+  // sum over U != {} of n! [x^n] e^{b x} prod_U (e^{q_u x} - 1) = n! [x^n] e^{b x} (e^{Q_T x} - 1)
+  double mass_T = 0.0;
+  for (double q : member_mass) mass_T += q;
+  objective.total_weight = std::pow(bases[0] + mass_T, n) - std::pow(bases[0], n);
 
   std::vector<double> factor(static_cast<std::size_t>(m) * width, 0.0);  // q^d / d!, d = 0..n
   for (int k = 0; k < m; ++k) {
@@ -244,10 +248,17 @@ class GlobalResolutionPlan {
   }
 
  private:
-  // Inner warm start (spec §6.6): each token as if alone in its tuples, e^a / (1 + e^a) m_i = p(i),
-  // with m_i = Q^n - (Q - q_i)^n the mass of the truncated tuples that contain i (Q = Q(T ∪ Z)).
-  // Clamped to [-30, 30]; tokens whose m_i cannot cover p(i) start at the upper end. The outer
-  // problem starts at 0 (its gauge makes any constant equivalent).
+  // Inner warm start (spec §6.6, with a mean-field level). Token i's terms hold the tuples that
+  // contain it, of mass m_i = Q^n - (Q - q_i)^n (Q = Q(T ∪ Z)). If each of them gave i the share
+  // x_i / (1 + x_i + E), E the worth of its partners, the target would be met at
+  // x_i = o_i (1 + E), o_i = p(i) / (m_i - p(i)). The other n - 1 draws are worth
+  // sum_j q_j x_j / Q each, so E = (n - 1) / Q sum_j q_j x_j = (1 + E) S with
+  // S = (n - 1) / Q sum_j q_j o_j, i.e. 1 + E = 1 / (1 - S). (E = 0, each token as if alone,
+  // misses flat inputs by the factor 1 / (1 - S), which costs a Newton iteration.)
+  // When S >= 1 the mean field has no finite level: E = 0, and the level jump of
+  // ConvexObjective::level_shift takes over. Clamped to [-30, 30]; tokens whose m_i cannot cover
+  // p(i) start at the upper end. The outer problem starts at 0 (its gauge makes any constant
+  // equivalent).
   Eigen::VectorXd warm_start(const std::vector<double>& member_mass, double base, const std::vector<double>& targets,
                              bool slack) const {
     const int m = static_cast<int>(member_mass.size());
@@ -255,11 +266,18 @@ class GlobalResolutionPlan {
     if (!slack) return start;
     double Q = base;
     for (double x : member_mass) Q += x;
+    std::vector<double> odds(m, -1.0);  // -1: not coverable
+    double S = 0.0;
     for (int k = 0; k < m; ++k) {
       const double containing = std::pow(Q, n_) - std::pow(std::max(Q - member_mass[k], 0.0), n_);
-      start[k] = containing > targets[k] ? std::clamp(std::log(targets[k] / (containing - targets[k])), -30.0, 30.0)
-                                         : 30.0;
+      if (containing <= targets[k]) continue;
+      odds[k] = targets[k] / (containing - targets[k]);
+      S += member_mass[k] * odds[k];
     }
+    S *= (n_ - 1) / Q;
+    const double level = S < 1.0 ? 1.0 / (1.0 - S) : 1.0;  // 1 + E
+    for (int k = 0; k < m; ++k)
+      start[k] = odds[k] >= 0.0 ? std::clamp(std::log(odds[k] * level), -30.0, 30.0) : 30.0;
     return start;
   }
 
