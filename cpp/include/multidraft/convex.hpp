@@ -71,13 +71,16 @@ struct ConvexObjective {
   // s = log(R / delta), and Theta_T decreases all the way there. Newton itself moves at most about
   // 1 per iteration along 1 while the slack share is small (its step is (R - delta) / R' with
   // |R'| <= R), so on peaked inputs, where delta is tiny, this saves most iterations.
-  // Returns 0 (no jump) unless R > 2 delta > 0; capped at kLevelShiftCap.
+  // Returns 0 (no jump) unless R > 2 delta > 0 and the level dominates the gradient
+  // (-sum g >= ||g||_1 / 2: otherwise the shape is what is wrong, and a jump only costs a pass);
+  // capped at kLevelShiftCap.
   double level_shift(const Eigen::VectorXd& gradient) const {
     constexpr double kLevelShiftCap = 30.0;
     const double delta = total_weight - target.sum();
     if (!slack || !(delta > 1e-12 * total_weight)) return 0.0;
-    const double rejected = delta - gradient.sum();
-    return rejected > 2.0 * delta ? std::min(std::log(rejected / delta), kLevelShiftCap) : 0.0;
+    const double level_part = -gradient.sum(), rejected = delta + level_part;
+    if (rejected <= 2.0 * delta || level_part < 0.5 * gradient.lpNorm<1>()) return 0.0;
+    return std::min(std::log(rejected / delta), kLevelShiftCap);
   }
 
   // Gradient and curvature at a (the Newton loop never needs the value, a logarithm per term;

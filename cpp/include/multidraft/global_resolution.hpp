@@ -250,15 +250,16 @@ class GlobalResolutionPlan {
  private:
   // Inner warm start (spec §6.6, with a mean-field level). Token i's terms hold the tuples that
   // contain it, of mass m_i = Q^n - (Q - q_i)^n (Q = Q(T ∪ Z)). If each of them gave i the share
-  // x_i / (1 + x_i + E), E the worth of its partners, the target would be met at
-  // x_i = o_i (1 + E), o_i = p(i) / (m_i - p(i)). The other n - 1 draws are worth
-  // sum_j q_j x_j / Q each, so E = (n - 1) / Q sum_j q_j x_j = (1 + E) S with
-  // S = (n - 1) / Q sum_j q_j o_j, i.e. 1 + E = 1 / (1 - S). (E = 0, each token as if alone,
-  // misses flat inputs by the factor 1 / (1 - S), which costs a Newton iteration.)
-  // When S >= 1 the mean field has no finite level: E = 0, and the level jump of
-  // ConvexObjective::level_shift takes over. Clamped to [-30, 30]; tokens whose m_i cannot cover
-  // p(i) start at the upper end. The outer problem starts at 0 (its gauge makes any constant
-  // equivalent).
+  // x_i / (1 + x_i + E_i), E_i the worth of its partners, the target would be met at
+  // x_i = o_i (1 + E_i), o_i = p(i) / (m_i - p(i)). The other n - 1 draws are worth
+  // sum_{j != i} q_j x_j / Q each: E_i = k (s - q_i x_i) with k = (n - 1) / Q, s = sum_j q_j x_j.
+  // Solving for x_i: x_i = o'_i (1 + k s), o'_i = o_i / (1 + k o_i q_i), and summing q_i x_i:
+  // 1 + k s = 1 / (1 - S), S = k sum_i q_i o'_i. (E_i = 0, each token as if alone, misses flat
+  // inputs by the factor 1 / (1 - S), a Newton iteration; leaving i out of its own partners keeps
+  // a dominant token's start finite.) When S >= 1 the mean field has no finite level: 1 + k s = 1,
+  // and ConvexObjective::level_shift takes over. Clamped to [-30, 30]; tokens whose m_i cannot
+  // cover p(i) start at the upper end. The outer problem starts at 0 (its gauge makes any
+  // constant equivalent).
   Eigen::VectorXd warm_start(const std::vector<double>& member_mass, double base, const std::vector<double>& targets,
                              bool slack) const {
     const int m = static_cast<int>(member_mass.size());
@@ -266,18 +267,19 @@ class GlobalResolutionPlan {
     if (!slack) return start;
     double Q = base;
     for (double x : member_mass) Q += x;
-    std::vector<double> odds(m, -1.0);  // -1: not coverable
+    const double k = (n_ - 1) / Q;
+    std::vector<double> odds(m, -1.0);  // o'_i; -1: not coverable
     double S = 0.0;
-    for (int k = 0; k < m; ++k) {
-      const double containing = std::pow(Q, n_) - std::pow(std::max(Q - member_mass[k], 0.0), n_);
-      if (containing <= targets[k]) continue;
-      odds[k] = targets[k] / (containing - targets[k]);
-      S += member_mass[k] * odds[k];
+    for (int i = 0; i < m; ++i) {
+      const double containing = std::pow(Q, n_) - std::pow(std::max(Q - member_mass[i], 0.0), n_);
+      if (containing <= targets[i]) continue;
+      const double alone = targets[i] / (containing - targets[i]);
+      odds[i] = alone / (1.0 + k * alone * member_mass[i]);
+      S += k * member_mass[i] * odds[i];
     }
-    S *= (n_ - 1) / Q;
-    const double level = S < 1.0 ? 1.0 / (1.0 - S) : 1.0;  // 1 + E
-    for (int k = 0; k < m; ++k)
-      start[k] = odds[k] >= 0.0 ? std::clamp(std::log(odds[k] * level), -30.0, 30.0) : 30.0;
+    const double level = S < 1.0 ? 1.0 / (1.0 - S) : 1.0;  // 1 + k s
+    for (int i = 0; i < m; ++i)
+      start[i] = odds[i] >= 0.0 ? std::clamp(std::log(odds[i] * level), -30.0, 30.0) : 30.0;
     return start;
   }
 
