@@ -187,6 +187,16 @@ struct NewtonReport {
 // Problems with more variables than this use matrix-free conjugate gradients for the Newton
 // system instead of a dense Cholesky factorisation (O(m^3), tens of ms at m = 1000; spec §6.2).
 constexpr int kDenseNewtonLimit = 250;
+// Below that limit, the dense Hessian and its factorisation (m^3 / 3 flops) are used only when a
+// pass over the terms costs about as much (m^3 <= this ratio times the term count): n >= 3, where
+// the terms grow like m^n / n!, or tiny m. For n = 2 (about m^2 / 2 terms) two or three
+// Hessian-vector passes per iteration are cheaper from m ~ 20 (measured: (100, 2) 0.2 -> 0.06 ms).
+constexpr double kDenseWorkRatio = 20.0;
+
+inline bool use_dense_newton(const ConvexObjective& objective) {
+  const double m = objective.terms.variables;
+  return m <= kDenseNewtonLimit && m * m * m <= kDenseWorkRatio * objective.term_count();
+}
 
 // Solves (H + lambda I) d = -g approximately by Jacobi-preconditioned conjugate gradients,
 // to the inexact-Newton forcing tolerance eta ||g||. `gauge`: work in the zero-mean subspace.
@@ -246,7 +256,7 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   Eigen::VectorXd g(m), d(m), trial_gradient(m);
   Curvature& curvature = workspace.curvature;
   Curvature& trial_curvature = workspace.trial_curvature;
-  curvature.dense = trial_curvature.dense = m <= kDenseNewtonLimit;
+  curvature.dense = trial_curvature.dense = use_dense_newton(objective);
   objective.evaluate(report.solution, g, curvature);
   for (;; ++report.iterations) {
     report.gradient_l1 = g.lpNorm<1>();
