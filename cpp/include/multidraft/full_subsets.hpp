@@ -110,8 +110,14 @@ struct FullSubsetGradient {
   double v_at(int) const { return 0.0; }
 
   Sums leaves(const SubsetPrefix& prefix, int begin, int end) {
-    if (!hessian) return leaf_range<false>(prefix, begin, end);
-    const Sums sums = leaf_range<true>(prefix, begin, end);
+    if (!hessian) return leaf_range<0>(prefix, begin, end);
+    switch (prefix.depth) {  // n <= 4: the prefix's Hessian rows are updated in the leaf loop itself
+      case 0: return leaf_range<0>(prefix, begin, end);
+      case 1: return leaf_range<1>(prefix, begin, end);
+      case 2: return leaf_range<2>(prefix, begin, end);
+      case 3: return leaf_range<3>(prefix, begin, end);
+    }
+    const Sums sums = leaf_range<kStoreShares>(prefix, begin, end);
     const double* __restrict xs = x;
     const double* __restrict rt = scratch;
     for (int e = 0; e < prefix.depth; ++e) {
@@ -125,9 +131,12 @@ struct FullSubsetGradient {
   }
 
   // The leaf loop, with the arrays in local restrict pointers: read through the members, every
-  // store could alias them and the compiler would fall back to gathers and scatters. The dense
-  // Hessian's diagonal is not written here: it equals `diagonal` (ConvexObjective::evaluate).
-  template <bool kStoreShares>
+  // store could alias them and the compiler would fall back to gathers and scatters. kRows > 0:
+  // also subtract x_u x_l r / total from the dense Hessian rows of the kRows prefix members;
+  // kStoreShares: store r / total in `scratch` for the caller to do so. The dense Hessian's
+  // diagonal is not written here: it equals `diagonal` (ConvexObjective::evaluate).
+  static constexpr int kStoreShares = -1;
+  template <int kRows>
   Sums leaf_range(const SubsetPrefix& prefix, int begin, int end) {
     const double X = prefix.power, W = prefix.weight, c = constant;
     const double* __restrict xs = x;
@@ -135,6 +144,13 @@ struct FullSubsetGradient {
     double* __restrict grad = gradient;
     double* __restrict diag = diagonal;
     double* __restrict rt_out = scratch;
+    constexpr int kFused = kRows > 0 ? kRows : 1;
+    double* rows[kFused];
+    double row_x[kFused];
+    for (int e = 0; e < kRows; ++e) {
+      rows[e] = hessian + static_cast<std::int64_t>(prefix.members[e]) * m;
+      row_x[e] = xs[prefix.members[e]];
+    }
     double r_sum = 0.0, rt_sum = 0.0, accepted_sum = 0.0;
 #pragma omp simd reduction(+ : r_sum, rt_sum, accepted_sum)
     for (int l = begin; l < end; ++l) {
@@ -144,7 +160,8 @@ struct FullSubsetGradient {
       const double rt = r * inverse;
       grad[l] += r * xs[l];
       diag[l] += r * xs[l] - rt * xs[l] * xs[l];
-      if constexpr (kStoreShares) rt_out[l] = rt;
+      if constexpr (kRows == kStoreShares) rt_out[l] = rt;
+      for (int e = 0; e < kRows; ++e) rows[e][l] -= row_x[e] * xs[l] * rt;
       r_sum += r;
       rt_sum += rt;
       accepted_sum += r * inner;
