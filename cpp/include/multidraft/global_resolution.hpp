@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "multidraft/convex.hpp"
@@ -142,8 +143,7 @@ inline int minimal_truncation(const std::vector<int>& tokens, const double* q, d
 class GlobalResolutionPlan {
  public:
   GlobalResolutionPlan(const double* p, const double* q, int V, int n, const GlobalResolutionOptions& options)
-      : V_(V), n_(n), options_(options), split_(p, q, V, n),
-        token_alpha_(V, -std::numeric_limits<double>::infinity()) {
+      : V_(V), n_(n), options_(options), split_(p, q, V, n) {
     if (!(options.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
     if (n > kMaxTermSize)
       throw std::invalid_argument("'n' must be <= " + std::to_string(kMaxTermSize) + " for Global Resolution");
@@ -153,21 +153,25 @@ class GlobalResolutionPlan {
     const double slack_threshold = options.paper_threshold ? 0.0 : 3.0;
 
     // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n.
-    std::vector<int> outer_tokens(split_.order.begin() + split_.h, split_.order.end());
-    std::stable_sort(outer_tokens.begin(), outer_tokens.end(), [&](int a, int b) { return q[a] > q[b]; });
+    // outer_rows[j] belongs to order[h + j]: sort positions, not tokens, to keep the rows at hand
+    std::vector<int> outer_positions(split_.outer_rows.size());
+    for (std::size_t j = 0; j < outer_positions.size(); ++j) outer_positions[j] = static_cast<int>(j);
+    const int* outer_order = split_.order.data() + split_.h;
+    std::stable_sort(outer_positions.begin(), outer_positions.end(),
+                     [&](int a, int b) { return q[outer_order[a]] > q[outer_order[b]]; });
+    std::vector<int> outer_tokens(outer_positions.size());
+    for (std::size_t j = 0; j < outer_positions.size(); ++j) outer_tokens[j] = outer_order[outer_positions[j]];
     const int outer_size = minimal_truncation(outer_tokens, q, q_total, n, options.tau, outer_.truncation_error);
     outer_tokens.resize(outer_size);
     outer_.threshold = 5.0 * options.tau - slack_threshold * outer_.truncation_error;
     std::vector<double> outer_targets(outer_size);
-    for (int k = 0; k < outer_size; ++k) outer_targets[k] = split_.outer_rows[outer_tokens[k]];
+    for (int k = 0; k < outer_size; ++k) outer_targets[k] = split_.outer_rows[outer_positions[k]];
     const std::vector<double> outer_solution =
         solve_system(outer_tokens, q, {mass_H}, outer_targets, false, outer_, nullptr);
-    double lowest = 0.0;
-    for (int k = 0; k < outer_size; ++k) lowest = k == 0 ? outer_solution[k] : std::min(lowest, outer_solution[k]);
     // Outer tokens outside T: any finite value is allowed; the smallest alpha of T (spec §2.8).
-    for (int i = 0; i < V; ++i)
-      if (!split_.subset.in_H[i]) token_alpha_[i] = lowest;
-    for (int k = 0; k < outer_size; ++k) token_alpha_[outer_tokens[k]] = outer_solution[k];
+    for (int k = 0; k < outer_size; ++k)
+      outer_default_alpha_ = k == 0 ? outer_solution[k] : std::min(outer_default_alpha_, outer_solution[k]);
+    for (int k = 0; k < outer_size; ++k) truncation_alpha_.emplace_back(outer_tokens[k], outer_solution[k]);
 
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
@@ -197,7 +201,8 @@ class GlobalResolutionPlan {
     double inner_acceptance = 0.0;
     const std::vector<double> inner_solution = solve_system(
         inner_tokens, q, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets, true, inner_, &inner_acceptance);
-    for (int k = 0; k < inner_size; ++k) token_alpha_[inner_tokens[k]] = inner_solution[k];
+    for (int k = 0; k < inner_size; ++k) truncation_alpha_.emplace_back(inner_tokens[k], inner_solution[k]);
+    std::sort(truncation_alpha_.begin(), truncation_alpha_.end());
 
     alpha_ = std::clamp(std::pow(q_total, n) - std::pow(mass_H, n) + inner_acceptance, 0.0, 1.0);
   }
@@ -226,16 +231,16 @@ class GlobalResolutionPlan {
     if (!inner) {  // softmax over set(w) \ H*; acceptance is certain
       double shift = -std::numeric_limits<double>::infinity(), total = 0.0;
       for (int t : tokens)
-        if (!split_.subset.in_H[t]) shift = std::max(shift, token_alpha_[t]);
+        if (!split_.subset.in_H[t]) shift = std::max(shift, token_alpha(t));
       for (int t : tokens)
-        if (!split_.subset.in_H[t]) total += out[t] = std::exp(token_alpha_[t] - shift);
+        if (!split_.subset.in_H[t]) total += out[t] = std::exp(token_alpha(t) - shift);
       for (int t : tokens) out[t] /= total;
       return;
     }
     double shift = 0.0;  // the slack token has alpha = 0
-    for (int t : tokens) shift = std::max(shift, token_alpha_[t]);
+    for (int t : tokens) shift = std::max(shift, token_alpha(t));
     double total = std::exp(-shift);
-    for (int t : tokens) total += out[t] = std::exp(token_alpha_[t] - shift);
+    for (int t : tokens) total += out[t] = std::exp(token_alpha(t) - shift);
     for (int t : tokens) out[t] /= total;
     const double rejected = std::exp(-shift) / total;
     if (split_.law.empty()) {  // alpha* = 1 leaves nothing to reject to: keep the accepted part
@@ -329,8 +334,18 @@ class GlobalResolutionPlan {
   GlobalResolutionOptions options_;
   IidSplit split_;
   SystemReport outer_, inner_;
-  // alpha of the outer solution on V \ H*, of the inner one on H* (-inf: outside T and Z, spec §2.8)
-  std::vector<double> token_alpha_;
+  // alpha of the outer solution on V \ H*, of the inner one on H* (spec §2.8): the solutions on
+  // both truncation sets, sorted by token (O(|T|) storage: a V-long array costs more to allocate,
+  // page by page, than a small plan takes to solve); outside them, outer_default_alpha_ on V \ H*
+  // and -inf on H* (Z and H* \ T get no mass).
+  std::vector<std::pair<int, double>> truncation_alpha_;
+  double outer_default_alpha_ = 0.0;
+  double token_alpha(int t) const {
+    const auto found = std::lower_bound(truncation_alpha_.begin(), truncation_alpha_.end(),
+                                        std::pair<int, double>(t, -std::numeric_limits<double>::infinity()));
+    if (found != truncation_alpha_.end() && found->first == t) return found->second;
+    return split_.subset.in_H[t] ? -std::numeric_limits<double>::infinity() : outer_default_alpha_;
+  }
   double alpha_ = 0.0;
 };
 

@@ -112,7 +112,8 @@ class SlacknessPlan {
       // Theorem 6.2: outer rows are known in closed form, so the rejection law needs no flow.
       IidSplit split(p, q, V, n);
       subset_ = std::move(split.subset);
-      outer_rows_ = std::move(split.outer_rows);
+      outer_rows_.assign(V, 0.0);
+      for (std::size_t j = 0; j < split.outer_rows.size(); ++j) outer_rows_[split.order[split.h + j]] = split.outer_rows[j];
       law_ = std::move(split.law);
       law_ready_ = true;
     } else {

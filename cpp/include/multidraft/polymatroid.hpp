@@ -11,11 +11,11 @@
 
 namespace multidraft {
 
-// order: tokens with q > 0 by decreasing q/p; its first h tokens are H*. Returns p_i on V \ H*
-// (0 on H*). Tokens with q = 0 come first in the increasing-ratio order and get p_i = 0: removing
+// order: tokens with q > 0 by decreasing q/p; its first h tokens are H*. Returns p_i for the
+// outer tokens with q > 0, aligned with order[h], order[h + 1], ... Tokens with q = 0 come first in the increasing-ratio order and get p_i = 0: removing
 // one from H_j only lowers psi by p(v), so the cumulative minimum moves with psi and
 // p(v) + m_{i+1} - m_i = 0. The pass therefore starts at H* ∪ (outer support), O(k) not O(V).
-inline std::vector<double> outer_row_targets(const double* p, const double* q, int V, int n,
+inline std::vector<double> outer_row_targets(const double* p, const double* q, int n,
                                              const std::vector<int>& order, int h) {
   // v_0 .. v_{K-1}: the outer tokens with q > 0 by increasing q/p.
   const std::vector<int> outer(order.rbegin(), order.rend() - h);
@@ -35,48 +35,56 @@ inline std::vector<double> outer_row_targets(const double* p, const double* q, i
     const double psi_Hj = PH + suffix_p[j] - std::pow(QH + suffix_q[j], n);
     cumulative_min[j] = j == 0 ? psi_Hj : std::min(cumulative_min[j - 1], psi_Hj);
   }
-  std::vector<double> targets(V, 0.0);
+  std::vector<double> targets(K);  // targets[j] belongs to order[h + j] = outer[K - 1 - j]
   for (int i = 0; i < K; ++i) {  // p_{v_i} = p(v_i) + m_{i+1} - m_i, clamped against round-off
     const int v = outer[i];
-    targets[v] = std::clamp(p[v] + cumulative_min[i + 1] - cumulative_min[i], 0.0, p[v]);
+    targets[K - 1 - i] = std::clamp(p[v] + cumulative_min[i + 1] - cumulative_min[i], 0.0, p[v]);
   }
   return targets;
 }
 
-// Normalised rejection law (p - rows)^+ / sum; empty when no residual mass is left (alpha = 1).
-// Tokens marked in `saturated` (rows = p there) get none.
-inline std::vector<double> residual_law(const double* p, const double* rows, int V,
-                                        const std::vector<char>* saturated = nullptr) {
-  std::vector<double> law(V);
-  const char* skip = saturated ? saturated->data() : nullptr;
+// Scales residual masses to a law in place; empty when no residual mass is left (alpha = 1).
+inline std::vector<double> normalised_law(std::vector<double> residual) {
   double total = 0.0;
 #pragma omp simd reduction(+ : total)  // O(V) on every plan: keep it one vectorised pass
-  for (int i = 0; i < V; ++i) {
-    const double kept = skip ? static_cast<double>(skip[i] == 0) : 1.0;  // branch-free, so it vectorises
-    const double residual = kept * std::max(p[i] - rows[i], 0.0);
-    law[i] = residual;
-    total += residual;
-  }
+  for (std::size_t i = 0; i < residual.size(); ++i) total += residual[i];
   if (!(total > 0.0)) return {};
   const double scale = 1.0 / total;  // within an ulp of dividing, at a fraction of the cost
-  for (double& x : law) x *= scale;
-  return law;
+  for (double& x : residual) x *= scale;
+  return residual;
+}
+
+// Normalised rejection law (p - rows)^+ / sum.
+inline std::vector<double> residual_law(const double* p, const double* rows, int V) {
+  std::vector<double> residual(V);
+#pragma omp simd
+  for (int i = 0; i < V; ++i) residual[i] = std::max(p[i] - rows[i], 0.0);
+  return normalised_law(std::move(residual));
 }
 
 // Everything the complementary-slackness split of i.i.d. drafts knows before any flow or convex
 // solve: the ratio order, H* (its first h tokens), the outer row targets p_i, and the rejection
 // law rho(i) = (p(i) - p_i) / sum_j (p(j) - p_j) on V \ H* (inner rows saturate at p on H*).
+// Only the law is V long: the rows are kept for the outer tokens with q > 0 (p_i = 0 elsewhere).
 struct IidSplit {
   std::vector<int> order;
   int h = 0;
   SubsetSolution subset;
-  std::vector<double> outer_rows;
+  std::vector<double> outer_rows;  // p_i of order[h + j] at j
   std::vector<double> law;
 
   IidSplit(const double* p, const double* q, int V, int n) : order(decreasing_ratio_order(p, q, V)) {
     subset = iid_optimal_subset(p, q, V, n, order, &h);
-    outer_rows = outer_row_targets(p, q, V, n, order, h);
-    law = residual_law(p, outer_rows.data(), V, &subset.in_H);  // inner rows saturate at p
+    outer_rows = outer_row_targets(p, q, n, order, h);
+    std::vector<double> residual(V);
+    const char* in_H = subset.in_H.data();
+#pragma omp simd
+    for (int i = 0; i < V; ++i) residual[i] = in_H[i] ? 0.0 : p[i];  // inner rows saturate at p
+    for (std::size_t j = 0; j < outer_rows.size(); ++j) {
+      const int v = order[h + j];
+      residual[v] = std::max(p[v] - outer_rows[j], 0.0);
+    }
+    law = normalised_law(std::move(residual));
   }
 };
 
