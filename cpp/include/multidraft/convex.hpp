@@ -42,6 +42,7 @@ struct Curvature {
   Eigen::MatrixXd hessian;
   std::vector<double> share;  // aligned with GroupedTerms::members
   Eigen::VectorXd power;      // e^{a}, when the point allowed unshifted passes
+  bool four_reciprocals = false;  // every |a| <= kFourReciprocalsLimit (full_subsets.hpp)
   Eigen::VectorXd diagonal;
   // sum_U extra_weight[0]_U * (share of U's tokens): with the slack token (inner problem), the
   // mass of the tuples the plan accepts, counted with the second EGF base.
@@ -88,7 +89,9 @@ struct ConvexObjective {
   // into explicit ones (rare: Newton iterates stay small).
   void evaluate(const Eigen::VectorXd& a, Eigen::VectorXd& gradient, Curvature& curvature) {
     const int m = terms.variables;
-    const bool unshifted = m == 0 || a.cwiseAbs().maxCoeff() <= unshifted_limit;
+    const double largest = m == 0 ? 0.0 : a.cwiseAbs().maxCoeff();
+    const bool unshifted = largest <= unshifted_limit;
+    curvature.four_reciprocals = largest <= kFourReciprocalsLimit;
     if (!unshifted) materialise_full_subsets();
     gradient = -target;
     if (curvature.dense) curvature.hessian.setZero(m, m);
@@ -129,6 +132,7 @@ struct ConvexObjective {
     if (full.empty()) return;
     FullSubsetGradient pass{power.data(), full.mass.data(), slack ? 1.0 : 0.0, gradient.data(),
                             curvature.diagonal.data(), curvature.dense ? curvature.hessian.data() : nullptr, m};
+    pass.four_reciprocals_allowed = curvature.four_reciprocals;
     if (pass.hessian) {
       curvature.leaf_scratch.resize(m);  // kept with the curvature: no allocation per pass
       pass.scratch = curvature.leaf_scratch.data();
@@ -155,6 +159,7 @@ struct ConvexObjective {
       }
     }
     FullSubsetHessianTimes pass{curvature.power.data(), full.mass.data(), slack ? 1.0 : 0.0, v.data(), out.data()};
+    pass.four_reciprocals_allowed = curvature.four_reciprocals;
     for_each_full_subset(full, pass);
   }
 

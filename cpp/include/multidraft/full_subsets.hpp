@@ -49,25 +49,69 @@ struct SubsetPrefix {
   double weighted = 0.0; // sum_{u in prefix} x_u v_u
 };
 
+// n = 2 passes: kLeafBlock sibling prefixes (first members k .. k + 3) share one pass over their
+// common leaves l >= k + 4 (see visit_full_subsets).
+constexpr int kLeafBlock = 4;
+// The shared pass takes the four reciprocals by one division (four_reciprocals), which needs the
+// product of four denominators in range: every |a| <= this keeps it within [1e-261, 1e262].
+constexpr double kFourReciprocalsLimit = 150.0;
+
+template <class Policy>
+SubsetPrefix extended(const SubsetPrefix& prefix, int k, const FullSubsetTerms& terms, const Policy& policy) {
+  SubsetPrefix child = prefix;
+  child.members[child.depth++] = k;
+  child.power = prefix.power + policy.x[k];
+  child.weight = prefix.weight * terms.mass[k];
+  child.weighted = prefix.weighted + policy.x[k] * policy.v_at(k);
+  return child;
+}
+
+// 1 / d_b for four positive d_b by one division, 1 / d_0 = d_1 d_2 d_3 / (d_0 d_1 d_2 d_3), to
+// within a few ulps: the division, not the arithmetic around it, bounds the n = 2 passes.
+[[gnu::always_inline]] inline void four_reciprocals(double d0, double d1, double d2, double d3, double& i0, double& i1,
+                                                    double& i2, double& i3) {
+  const double p01 = d0 * d1, p23 = d2 * d3;
+  const double inverse = 1.0 / (p01 * p23);
+  const double h01 = p23 * inverse, h23 = p01 * inverse;  // 1 / (d0 d1), 1 / (d2 d3)
+  i0 = d1 * h01;
+  i1 = d0 * h01;
+  i2 = d3 * h23;
+  i3 = d2 * h23;
+}
+
 // Depth-first enumeration of the n-subsets: `policy.leaves(prefix, begin, end)` handles every
 // subset prefix ∪ {l}, l in [begin, end), and returns the sums of that range; after a prefix
 // member k's subtree is done, `policy.member(prefix, k, sums)` (prefix excluding k) pushes the
 // subtree's sums to k. Returns the sums of the whole subtree.
+// For n = 2 with `policy.blocked()`, siblings k .. k + 3 first take their small triangle
+// l < k + 4 by `leaves`, then `policy.leaf_block(siblings, k + 4, m, sums)` makes one pass over
+// the rest for all four: each leaf's data is loaded and stored once, not four times, and one
+// division serves four terms (measured at m = 1000: 0.56 -> 0.36 ns per term). For n >= 3 the
+// leaf ranges are short and the triangles cost more than that saves (measured at m = 100).
 template <class Policy>
 typename Policy::Sums visit_full_subsets(const FullSubsetTerms& terms, Policy& policy, const SubsetPrefix& prefix,
                                          int start) {
   const int m = terms.variables();
   if (prefix.depth + 1 == terms.size) return policy.leaves(prefix, start, m);
   typename Policy::Sums total{};
-  SubsetPrefix child = prefix;
-  ++child.depth;
   const int last_start = m - (terms.size - prefix.depth) + 1;  // room for the remaining members
-  for (int k = start; k < last_start; ++k) {
-    child.members[prefix.depth] = k;
-    child.power = prefix.power + policy.x[k];
-    child.weight = prefix.weight * terms.mass[k];
-    child.weighted = prefix.weighted + policy.x[k] * policy.v_at(k);
-    const typename Policy::Sums sums = visit_full_subsets(terms, policy, child, k + 1);
+  int k = start;
+  if (terms.size == 2 && policy.blocked())
+    for (; k + kLeafBlock <= last_start; k += kLeafBlock) {
+      SubsetPrefix siblings[kLeafBlock];
+      typename Policy::Sums sums[kLeafBlock];
+      for (int b = 0; b < kLeafBlock; ++b) {
+        siblings[b] = extended(prefix, k + b, terms, policy);
+        sums[b] = policy.leaves(siblings[b], k + b + 1, k + kLeafBlock);
+      }
+      policy.leaf_block(siblings, k + kLeafBlock, m, sums);
+      for (int b = 0; b < kLeafBlock; ++b) {
+        policy.member(prefix, k + b, sums[b]);
+        total += sums[b];
+      }
+    }
+  for (; k < last_start; ++k) {
+    const typename Policy::Sums sums = visit_full_subsets(terms, policy, extended(prefix, k, terms, policy), k + 1);
     policy.member(prefix, k, sums);
     total += sums;
   }
@@ -108,6 +152,43 @@ struct FullSubsetGradient {
   double* scratch = nullptr;  // m entries when `hessian` is set: r / total per leaf, for the Hessian rows
 
   double v_at(int) const { return 0.0; }
+  bool four_reciprocals_allowed = false;  // every |a| <= kFourReciprocalsLimit
+  // The dense Hessian's rows are fused into the per-prefix leaf loop instead.
+  bool blocked() const { return hessian == nullptr && four_reciprocals_allowed; }
+
+  // The leaves shared by the 4 siblings (see visit_full_subsets); adds to their sums. Written
+  // out for 4: GCC does not vectorise array reductions well.
+  void leaf_block(const SubsetPrefix* siblings, int begin, int end, Sums* sums) {
+    static_assert(kLeafBlock == 4, "leaf_block is written out for 4 siblings");
+    const double* __restrict xs = x;
+    const double* __restrict qs = mass;
+    double* __restrict grad = gradient;
+    double* __restrict diag = diagonal;
+    const double c0 = constant + siblings[0].power, c1 = constant + siblings[1].power,
+                 c2 = constant + siblings[2].power, c3 = constant + siblings[3].power;
+    const double w0 = siblings[0].weight, w1 = siblings[1].weight, w2 = siblings[2].weight, w3 = siblings[3].weight;
+    double r0 = 0, r1 = 0, r2 = 0, r3 = 0, t0 = 0, t1 = 0, t2 = 0, t3 = 0, rx = 0;
+#pragma omp simd reduction(+ : r0, r1, r2, r3, t0, t1, t2, t3, rx)
+    for (int l = begin; l < end; ++l) {
+      const double xl = xs[l], ql = qs[l];
+      double i0, i1, i2, i3;
+      four_reciprocals(c0 + xl, c1 + xl, c2 + xl, c3 + xl, i0, i1, i2, i3);
+      const double a0 = w0 * ql * i0, a1 = w1 * ql * i1, a2 = w2 * ql * i2, a3 = w3 * ql * i3;
+      const double b0 = a0 * i0, b1 = a1 * i1, b2 = a2 * i2, b3 = a3 * i3;
+      const double r = (a0 + a1) + (a2 + a3), rt = (b0 + b1) + (b2 + b3);
+      grad[l] += r * xl;
+      diag[l] += r * xl - rt * xl * xl;
+      rx += r * xl;
+      r0 += a0, r1 += a1, r2 += a2, r3 += a3;
+      t0 += b0, t1 += b1, t2 += b2, t3 += b3;
+    }
+    // accepted: sum of r (X + x_l) = sum_b X_b sum r_b + sum r x_l
+    accepted += rx + siblings[0].power * r0 + siblings[1].power * r1 + siblings[2].power * r2 + siblings[3].power * r3;
+    sums[0] += Sums{r0, t0};
+    sums[1] += Sums{r1, t1};
+    sums[2] += Sums{r2, t2};
+    sums[3] += Sums{r3, t3};
+  }
 
   Sums leaves(const SubsetPrefix& prefix, int begin, int end) {
     if (!hessian) return leaf_range<0>(prefix, begin, end);
@@ -201,6 +282,40 @@ struct FullSubsetHessianTimes {
   double* out;
 
   double v_at(int k) const { return v[k]; }
+  bool four_reciprocals_allowed = false;
+  bool blocked() const { return four_reciprocals_allowed; }
+
+  // The leaves shared by the 4 siblings (see visit_full_subsets); adds to their sums.
+  void leaf_block(const SubsetPrefix* siblings, int begin, int end, Sums* sums) {
+    static_assert(kLeafBlock == 4, "leaf_block is written out for 4 siblings");
+    const double* __restrict xs = x;
+    const double* __restrict qs = mass;
+    const double* __restrict vs = v;
+    double* __restrict product = out;
+    const double c0 = constant + siblings[0].power, c1 = constant + siblings[1].power,
+                 c2 = constant + siblings[2].power, c3 = constant + siblings[3].power;
+    const double w0 = siblings[0].weight, w1 = siblings[1].weight, w2 = siblings[2].weight, w3 = siblings[3].weight;
+    const double y0 = siblings[0].weighted, y1 = siblings[1].weighted, y2 = siblings[2].weighted,
+                 y3 = siblings[3].weighted;
+    double r0 = 0, r1 = 0, r2 = 0, r3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+#pragma omp simd reduction(+ : r0, r1, r2, r3, d0, d1, d2, d3)
+    for (int l = begin; l < end; ++l) {
+      const double xl = xs[l], ql = qs[l], vl = vs[l], xv = xl * vl;
+      double i0, i1, i2, i3;
+      four_reciprocals(c0 + xl, c1 + xl, c2 + xl, c3 + xl, i0, i1, i2, i3);
+      const double a0 = w0 * ql * i0, a1 = w1 * ql * i1, a2 = w2 * ql * i2, a3 = w3 * ql * i3;
+      const double e0 = (y0 + xv) * i0, e1 = (y1 + xv) * i1, e2 = (y2 + xv) * i2, e3 = (y3 + xv) * i3;
+      const double ad0 = a0 * e0, ad1 = a1 * e1, ad2 = a2 * e2, ad3 = a3 * e3;
+      const double r = (a0 + a1) + (a2 + a3), rd = (ad0 + ad1) + (ad2 + ad3);
+      product[l] += xl * (r * vl - rd);
+      r0 += a0, r1 += a1, r2 += a2, r3 += a3;
+      d0 += ad0, d1 += ad1, d2 += ad2, d3 += ad3;
+    }
+    sums[0] += Sums{r0, d0};
+    sums[1] += Sums{r1, d1};
+    sums[2] += Sums{r2, d2};
+    sums[3] += Sums{r3, d3};
+  }
 
   Sums leaves(const SubsetPrefix& prefix, int begin, int end) {
     const double X = prefix.power, Y = prefix.weighted, W = prefix.weight, c = constant;
