@@ -113,7 +113,8 @@ class SlacknessPlan {
       IidSplit split(p, q, V, n);
       subset_ = std::move(split.subset);
       outer_rows_.assign(V, 0.0);
-      for (std::size_t j = 0; j < split.outer_rows.size(); ++j) outer_rows_[split.order[split.h + j]] = split.outer_rows[j];
+      for (std::size_t j = 0; j < split.outer_rows.size(); ++j)
+        outer_rows_[split.order[split.h + j]] = split.outer_rows[j];
       law_ = std::move(split.law);
       law_ready_ = true;
     } else {

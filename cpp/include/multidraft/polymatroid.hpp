@@ -12,9 +12,10 @@
 namespace multidraft {
 
 // order: tokens with q > 0 by decreasing q/p; its first h tokens are H*. Returns p_i for the
-// outer tokens with q > 0, aligned with order[h], order[h + 1], ... Tokens with q = 0 come first in the increasing-ratio order and get p_i = 0: removing
-// one from H_j only lowers psi by p(v), so the cumulative minimum moves with psi and
-// p(v) + m_{i+1} - m_i = 0. The pass therefore starts at H* ∪ (outer support), O(k) not O(V).
+// outer tokens with q > 0, aligned with order[h], order[h + 1], ... Tokens with q = 0 come first
+// in the increasing-ratio order and get p_i = 0: removing one from H_j only lowers psi by p(v),
+// so the cumulative minimum moves with psi and p(v) + m_{i+1} - m_i = 0. The pass therefore
+// starts at H* ∪ (outer support), O(k) not O(V).
 inline std::vector<double> outer_row_targets(const double* p, const double* q, int n,
                                              const std::vector<int>& order, int h) {
   // v_0 .. v_{K-1}: the outer tokens with q > 0 by increasing q/p.
