@@ -119,6 +119,29 @@ def test_single_draft_reproduces_the_closed_form(case):
         np.testing.assert_allclose(plan.transport([w]), sps.transport(case.p, case.q, [w]), rtol=0, atol=1e-7)
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_pair_passes_on_dozens_of_tokens_against_enumeration(seed):
+    """n = 2 with |T| > 10: conjugate gradients and the four-sibling pair passes (full_subsets.hpp),
+    which the V <= 8 cases never reach, checked by enumerating all V**2 draft tuples."""
+    rng = np.random.default_rng(700 + seed)
+    V = int(rng.integers(24, 49))
+    conc = (0.05, 0.3, 1.0, 5.0)[seed % 4]
+    p, q = dirichlet(rng, V, conc), dirichlet(rng, V, conc)
+    if seed % 3 == 0:  # p == q: alpha* = 1
+        q = p.copy()
+    if seed % 3 == 1:  # draft top-k: zeros in q
+        q[np.argsort(q)[: V // 4]] = 0.0
+        q /= q.sum()
+    case = Case(f"pairs{seed}-V{V}", p, q, 2)
+    for tau in (1e-3, 1e-4):
+        plan = md.GlobalResolution(p, q, 2, tau=tau)
+        assert plan.success
+        l1, accepted = enumerate_plan(case, plan)
+        assert l1 <= 15 * tau + TOL
+        assert abs(accepted - plan.alpha) <= 1e-9
+        assert abs(plan.alpha - plan.alpha_star) <= 10 * tau + TOL
+
+
 def test_large_vocabulary_bounds_against_exact_plan():
     """Beyond enumeration: compare with the exact max-flow plan on draft tuples of a V = 3000 pair."""
     rng = np.random.default_rng(8)
