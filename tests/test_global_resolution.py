@@ -119,27 +119,97 @@ def test_single_draft_reproduces_the_closed_form(case):
         np.testing.assert_allclose(plan.transport([w]), sps.transport(case.p, case.q, [w]), rtol=0, atol=1e-7)
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_pair_passes_on_dozens_of_tokens_against_enumeration(seed):
-    """n = 2 with |T| > 10: conjugate gradients and the four-sibling pair passes (full_subsets.hpp),
-    which the V <= 8 cases never reach, checked by enumerating all V**2 draft tuples."""
+class CorePlan:
+    """The binding's plan with internal options, behind the transport of md.GlobalResolution."""
+
+    def __init__(self, case, tau, **options):
+        from multidraft import _core
+        self.V = case.V
+        self.core = _core.GlobalResolutionPlan(case.p64, md.draft_scheme(case.q, case.n).q, case.n, tau, 50, 2e6,
+                                               False, **options)
+        self.alpha, self.alpha_star, self.success = self.core.alpha, self.core.alpha_star, self.core.success
+        self.diagnostics = self.core.diagnostics
+
+    def transport(self, tuples):
+        return self.core.transport(np.asarray(tuples, dtype=np.int64), self.V)
+
+
+def check_against_enumeration(case, plan, tau):
+    assert plan.success
+    l1, accepted = enumerate_plan(case, plan)
+    assert l1 <= 15 * tau + TOL
+    assert abs(accepted - plan.alpha) <= 1e-9
+    assert abs(plan.alpha - plan.alpha_star) <= 10 * tau + TOL
+
+
+def pair_instance(seed, V):
+    """n = 2 instances with the adversarial shapes: p == q, zeros in q, ties, a dominant token,
+    a target mass 1 - 1e-12, float32 inputs; concentrations from peaked (wide ranges of alpha,
+    many interpolation pieces) to flat."""
     rng = np.random.default_rng(700 + seed)
-    V = int(rng.integers(24, 49))
     conc = (0.05, 0.3, 1.0, 5.0)[seed % 4]
     p, q = dirichlet(rng, V, conc), dirichlet(rng, V, conc)
-    if seed % 3 == 0:  # p == q: alpha* = 1
+    shape = seed % 6
+    if shape == 0:  # p == q: alpha* = 1
         q = p.copy()
-    if seed % 3 == 1:  # draft top-k: zeros in q
+    elif shape == 1:  # draft top-k: zeros in q
         q[np.argsort(q)[: V // 4]] = 0.0
         q /= q.sum()
-    case = Case(f"pairs{seed}-V{V}", p, q, 2)
+    elif shape == 2:  # ties: q takes four values only
+        q = np.repeat(rng.dirichlet(np.ones(4)), -(-V // 4))[:V] + 0.0
+        q /= q.sum()
+    elif shape == 3:  # a dominant target token
+        p = 0.02 * p
+        p[int(rng.integers(V))] += 0.98
+    elif shape == 4:  # target mass 1 - 1e-12 (within the package's normalisation tolerance)
+        p = p / p.sum() * (1 - 1e-12)
+    else:  # float32 input
+        p, q = p.astype(np.float32), q.astype(np.float32)
+    return Case(f"pairs{seed}-V{V}-c{conc}", p, q, 2)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_pair_passes_on_dozens_of_tokens_against_enumeration(seed):
+    """n = 2 with |T| > 10: conjugate gradients and the enumerated four-sibling pair passes
+    (full_subsets.hpp), which the V <= 8 cases never reach, checked on all V**2 draft tuples."""
+    rng = np.random.default_rng(seed)
+    case = pair_instance(seed, int(rng.integers(24, 49)))
     for tau in (1e-3, 1e-4):
-        plan = md.GlobalResolution(p, q, 2, tau=tau)
-        assert plan.success
-        l1, accepted = enumerate_plan(case, plan)
-        assert l1 <= 15 * tau + TOL
-        assert abs(accepted - plan.alpha) <= 1e-9
-        assert abs(plan.alpha - plan.alpha_star) <= 10 * tau + TOL
+        plan = CorePlan(case, tau, pair_interpolation=False)
+        assert not any(plan.diagnostics[s]["pairs_interpolated"] for s in ("outer", "inner"))
+        check_against_enumeration(case, plan, tau)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_interpolated_pair_sums_against_enumeration(seed):
+    """n = 2 on 200-240 tokens: the pair terms summed by Chebyshev interpolation of their Stieltjes
+    transform (pair_sums.hpp), checked on all V**2 draft tuples."""
+    rng = np.random.default_rng(seed)
+    case = pair_instance(seed, int(rng.integers(200, 241)))
+    used = False
+    for tau in (1e-3, 1e-4):
+        plan = md.GlobalResolution(case.p, case.q, 2, tau=tau)
+        used = used or any(plan.diagnostics[s]["pairs_interpolated"] for s in ("outer", "inner"))
+        check_against_enumeration(case, plan, tau)
+    assert used
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_interpolated_pair_sums_match_the_enumerated_ones(seed):
+    """Up to 3000 tokens: interpolated and enumerated pair sums give the same Newton path, alpha and
+    transport (the interpolation's certified relative error is about 1e-13)."""
+    rng = np.random.default_rng(seed)
+    case = pair_instance(seed, int(rng.integers(200, 3001)))
+    for tau in (1e-3, 1e-4):
+        fast, direct = CorePlan(case, tau), CorePlan(case, tau, pair_interpolation=False)
+        for name in ("outer", "inner"):
+            a, b = fast.diagnostics[name], direct.diagnostics[name]
+            assert not b["pairs_interpolated"]
+            assert (a["truncation_size"], a["iterations"]) == (b["truncation_size"], b["iterations"])
+            assert a["gradient_l1"] == pytest.approx(b["gradient_l1"], rel=1e-6, abs=1e-12)
+        assert fast.alpha == pytest.approx(direct.alpha, abs=1e-11)
+        drafts = rng.choice(case.V, size=(50, 2), p=case.q64 / case.q64.sum())
+        np.testing.assert_allclose(fast.transport(drafts), direct.transport(drafts), rtol=0, atol=1e-9)
 
 
 def test_large_vocabulary_bounds_against_exact_plan():

@@ -327,14 +327,16 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<GlobalResolutionPlan>(m, "GlobalResolutionPlan")
       .def(py::init([](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
-                       bool paper_threshold, double unshifted_limit) {
+                       bool paper_threshold, double unshifted_limit, bool pair_interpolation) {
              const int V = static_cast<int>(p.shape(0));
-             GlobalResolutionOptions options{tau, max_iterations, max_terms, paper_threshold, unshifted_limit};
+             GlobalResolutionOptions options{tau,          max_iterations,  max_terms, paper_threshold,
+                                             unshifted_limit, pair_interpolation};
              py::gil_scoped_release release;
              return new GlobalResolutionPlan(p.data(), q.data(), V, n, options);
            }),
            py::arg("p"), py::arg("q"), py::arg("n"), py::arg("tau"), py::arg("max_iterations"), py::arg("max_terms"),
-           py::arg("paper_threshold"), py::arg("unshifted_limit") = kUnshiftedLimit)
+           py::arg("paper_threshold"), py::arg("unshifted_limit") = kUnshiftedLimit,
+           py::arg("pair_interpolation") = true)
       .def_property_readonly("alpha", &GlobalResolutionPlan::alpha)
       .def_property_readonly("alpha_star", &GlobalResolutionPlan::alpha_star)
       .def_property_readonly("success", &GlobalResolutionPlan::success)
@@ -354,6 +356,7 @@ PYBIND11_MODULE(_core, m) {
                                  d["iterations"] = r->iterations;
                                  d["converged"] = r->converged;
                                  d["within_budget"] = r->within_budget;
+                                 d["pairs_interpolated"] = r->pairs_interpolated;
                                  d["deviation_bound"] = r->deviation_bound();
                                  out[name] = d;
                                }

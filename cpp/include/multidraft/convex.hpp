@@ -14,6 +14,7 @@
 #include <Eigen/Dense>
 
 #include "multidraft/full_subsets.hpp"
+#include "multidraft/pair_sums.hpp"
 
 namespace multidraft {
 
@@ -48,6 +49,11 @@ struct Curvature {
   // mass of the tuples the plan accepts, counted with the second EGF base.
   double accepted = 0.0;
   std::vector<double> leaf_scratch;  // working row of the implicit pass (dense Hessian only)
+  // n = 2: the pair terms were interpolated (pair_sums.hpp), not enumerated; then the gradient
+  // carries an error of at most gradient_error in L1 norm.
+  bool pairs_interpolated = false;
+  PairSums pairs;
+  double gradient_error = 0.0;
 };
 
 // While every |a_i| <= this, e^{a_i} is computed once per variable instead of once per term
@@ -62,6 +68,7 @@ struct ConvexObjective {
   bool slack = false;      // inner problem: a slack token with a = 0 in every term
   double total_weight = 0.0;  // sum_U w_U (set with the terms; used by level_shift)
   double unshifted_limit = kUnshiftedLimit;  // lowered only by tests, to check the shifted path
+  bool pair_interpolation = true;  // n = 2: PairSums when it pays (tests compare with enumeration)
 
   double term_count() const { return static_cast<double>(terms.size()) + full.count(); }
 
@@ -98,6 +105,8 @@ struct ConvexObjective {
     curvature.share.resize(terms.members.size());
     curvature.diagonal.setZero(m);
     curvature.accepted = 0.0;
+    curvature.gradient_error = 0.0;
+    curvature.pairs_interpolated = false;
     if (unshifted) curvature.power = a.array().exp();
     const Eigen::VectorXd& power = curvature.power;
     double local[kMaxTermSize];
@@ -130,6 +139,15 @@ struct ConvexObjective {
       }
     }
     if (full.empty()) return;
+    // Interpolated pair sums need moderate powers (|a| <= 150 keeps x^2 and 1 / x^2 in range).
+    const double constant = slack ? 1.0 : 0.0;
+    if (full.size == 2 && pair_interpolation && !curvature.dense && curvature.four_reciprocals &&
+        PairSums::pays(m, PairSums::log_span(power, constant))) {
+      curvature.pairs_interpolated = true;
+      curvature.accepted += curvature.pairs.evaluate(power, full.mass, full.scale, constant, gradient, curvature.diagonal);
+      curvature.gradient_error = curvature.pairs.gradient_error();
+      return;
+    }
     FullSubsetGradient pass{power.data(), full.mass.data(), slack ? 1.0 : 0.0, gradient.data(),
                             curvature.diagonal.data(), curvature.dense ? curvature.hessian.data() : nullptr, m};
     pass.four_reciprocals_allowed = curvature.four_reciprocals;
@@ -158,6 +176,7 @@ struct ConvexObjective {
         out[u] += w * curvature.share[j] * (v[u] - dot);
       }
     }
+    if (curvature.pairs_interpolated) return curvature.pairs.hessian_times(curvature.power, full.mass, v, out);
     FullSubsetHessianTimes pass{curvature.power.data(), full.mass.data(), slack ? 1.0 : 0.0, v.data(), out.data()};
     pass.four_reciprocals_allowed = curvature.four_reciprocals;
     for_each_full_subset(full, pass);
@@ -185,6 +204,7 @@ struct NewtonReport {
   Eigen::VectorXd solution;
   double gradient_l1 = 0.0;  // L1 norm of the true gradient at `solution`
   double accepted = 0.0;     // Curvature::accepted at `solution`
+  bool pairs_interpolated = false;  // Curvature::pairs_interpolated at `solution`
   int iterations = 0;
   bool converged = false;
 };
@@ -264,8 +284,9 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   curvature.dense = trial_curvature.dense = use_dense_newton(objective);
   objective.evaluate(report.solution, g, curvature);
   for (;; ++report.iterations) {
-    report.gradient_l1 = g.lpNorm<1>();
+    report.gradient_l1 = g.lpNorm<1>() + curvature.gradient_error;  // a bound on the true one
     report.accepted = curvature.accepted;
+    report.pairs_interpolated = curvature.pairs_interpolated;
     if (report.gradient_l1 <= threshold) {
       report.converged = true;
       return report;

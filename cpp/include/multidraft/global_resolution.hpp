@@ -30,6 +30,7 @@ struct GlobalResolutionOptions {
   double max_terms = 2.0e6;       // work budget per convex problem (grouped terms), not a cap on |T|
   bool paper_threshold = false;  // Algorithm 1's ||grad||_1 <= 5 tau instead of 5 tau - 3 eps_T
   double unshifted_limit = kUnshiftedLimit;  // see ConvexObjective; tests set 0 to force the shifted path
+  bool pair_interpolation = true;  // see ConvexObjective; tests turn it off to compare with enumeration
 };
 
 // Diagnostics of one convex system (outer or inner).
@@ -42,6 +43,7 @@ struct SystemReport {
   int iterations = 0;
   bool converged = true;
   bool within_budget = true;
+  bool pairs_interpolated = false;  // n = 2 pair terms summed by interpolation (pair_sums.hpp)
   // Row deviation bound of Theorems 6.4 / 6.5: ||grad||_1 + 3 * truncation error.
   double deviation_bound() const { return gradient_l1 + 3.0 * truncation_error; }
 };
@@ -304,6 +306,7 @@ class GlobalResolutionPlan {
     ConvexObjective& objective = workspace.objective;
     objective.slack = slack;
     objective.unshifted_limit = options_.unshifted_limit;
+    objective.pair_interpolation = options_.pair_interpolation;
     if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective)) {
       double count, members;
       count_small_subsets(m, n_, count, members);
@@ -326,6 +329,7 @@ class GlobalResolutionPlan {
     report.gradient_l1 = solved.gradient_l1;
     report.iterations = iterations;
     report.converged = solved.converged;
+    report.pairs_interpolated = solved.pairs_interpolated;
     if (acceptance) *acceptance = solved.accepted;
     return std::vector<double>(solved.solution.data(), solved.solution.data() + m);
   }
