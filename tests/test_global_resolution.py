@@ -31,12 +31,17 @@ CASES = IID + extra_cases()
 
 
 def enumerate_plan(case, plan):
-    """(L1 distance of the output marginal to p, enumerated acceptance, laws) over all tuples."""
+    """(L1 distance of the output marginal to p, enumerated acceptance) over all tuples."""
     tuples, probs = case.support
     laws = plan.transport(tuples)
     assert laws.min() >= -1e-15
     np.testing.assert_allclose(laws.sum(axis=1), 1.0, rtol=0, atol=1e-12)
-    accepted = sum(prob * laws[k, np.unique(w)].sum() for k, (w, prob) in enumerate(zip(tuples, probs)))
+    tuples = np.asarray(tuples).reshape(len(probs), -1)
+    first = np.ones(tuples.shape, dtype=bool)  # each distinct draft counted once
+    for i in range(tuples.shape[1]):
+        for j in range(i):
+            first[:, i] &= tuples[:, i] != tuples[:, j]
+    accepted = (probs[:, None] * first * np.take_along_axis(laws, tuples, axis=1)).sum()
     return np.abs(probs @ laws - case.p64).sum(), accepted
 
 
@@ -175,8 +180,8 @@ def test_pair_passes_on_dozens_of_tokens_against_enumeration(seed):
     rng = np.random.default_rng(seed)
     case = pair_instance(seed, int(rng.integers(24, 49)))
     for tau in (1e-3, 1e-4):
-        plan = CorePlan(case, tau, pair_interpolation=False)
-        assert not any(plan.diagnostics[s]["pairs_interpolated"] for s in ("outer", "inner"))
+        plan = CorePlan(case, tau, interpolation=False)
+        assert not any(plan.diagnostics[s]["interpolated"] for s in ("outer", "inner"))
         check_against_enumeration(case, plan, tau)
 
 
@@ -189,7 +194,7 @@ def test_interpolated_pair_sums_against_enumeration(seed):
     used = False
     for tau in (1e-3, 1e-4):
         plan = md.GlobalResolution(case.p, case.q, 2, tau=tau)
-        used = used or any(plan.diagnostics[s]["pairs_interpolated"] for s in ("outer", "inner"))
+        used = used or any(plan.diagnostics[s]["interpolated"] for s in ("outer", "inner"))
         check_against_enumeration(case, plan, tau)
     assert used
 
@@ -201,15 +206,78 @@ def test_interpolated_pair_sums_match_the_enumerated_ones(seed):
     rng = np.random.default_rng(seed)
     case = pair_instance(seed, int(rng.integers(200, 3001)))
     for tau in (1e-3, 1e-4):
-        fast, direct = CorePlan(case, tau), CorePlan(case, tau, pair_interpolation=False)
+        fast, direct = CorePlan(case, tau), CorePlan(case, tau, interpolation=False)
         for name in ("outer", "inner"):
             a, b = fast.diagnostics[name], direct.diagnostics[name]
-            assert not b["pairs_interpolated"]
+            assert not b["interpolated"]
             assert (a["truncation_size"], a["iterations"]) == (b["truncation_size"], b["iterations"])
             assert a["gradient_l1"] == pytest.approx(b["gradient_l1"], rel=1e-6, abs=1e-12)
         assert fast.alpha == pytest.approx(direct.alpha, abs=1e-11)
         drafts = rng.choice(case.V, size=(50, 2), p=case.q64 / case.q64.sum())
         np.testing.assert_allclose(fast.transport(drafts), direct.transport(drafts), rtol=0, atol=1e-9)
+
+
+def derivative_instance(seed):
+    """A grouped objective and a point where interpolation pays, with the adversarial shapes: equal
+    masses and equal a (span 0), a dominant mass, masses down to 1e-12, spans up to 150."""
+    rng = np.random.default_rng(900 + seed)
+    n = 2 + seed % 2
+    m = int(rng.integers(60, 400)) if n == 2 else int(rng.integers(50, 120))
+    q = rng.dirichlet(np.full(m, (0.05, 0.5, 5.0)[seed % 3])) * rng.uniform(0.5, 1.0)
+    span = (0.0, 1.0, 4.0, 10.0, 25.0, 150.0)[seed % 6] if n == 2 else (0.0, 1.0, 3.0, 6.0)[seed % 4]
+    a = rng.uniform(-span / 2, span / 2, m) + rng.normal(0, 3)
+    a = np.clip(a, -150, 150)
+    shape = seed % 5
+    if shape == 0:  # ties
+        q[:] = q.mean()
+        a[: m // 2] = a[0]
+    elif shape == 1:  # a dominant mass
+        q *= 1e-3 / q.sum()
+        q[0] = 1 - 1e-12 - q[1:].sum()
+    elif shape == 2:  # tiny masses
+        q[: m // 3] = 1e-12
+    slack = bool(seed % 4 < 2)
+    bases = [float(rng.uniform(0, 0.4))] + ([float(rng.uniform(0, 0.4))] if slack else [])
+    return q, n, bases, slack, a, rng.normal(size=m)
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_interpolated_sums_match_enumeration_at_the_same_point(seed):
+    """The interpolated pair (n = 2) and pair + triple (n = 3) sums against the enumerated ones at
+    one point: the gradient within the certified bound it reports, everything else to rounding."""
+    from multidraft import _core
+    q, n, bases, slack, a, v = derivative_instance(seed)
+    fast = _core.objective_derivatives(q, n, bases, slack, a, v, True)
+    exact = _core.objective_derivatives(q, n, bases, slack, a, v, False)
+    assert not exact["interpolated"] and exact["gradient_error"] == 0
+    if not fast["interpolated"]:  # not worth it at this span: the same enumeration
+        assert np.array_equal(fast["gradient"], exact["gradient"])
+        return
+    assert fast["gradient_error"] <= 1e-10
+    assert np.abs(fast["gradient"] - exact["gradient"]).sum() <= fast["gradient_error"] + 1e-14
+    for key in ("diagonal", "hessian_times"):
+        np.testing.assert_allclose(fast[key], exact[key], rtol=1e-9, atol=1e-13 * np.abs(exact[key]).max())
+    assert fast["accepted"] == pytest.approx(exact["accepted"], rel=1e-12, abs=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_interpolated_triple_sums_against_enumeration(seed):
+    """n = 3 on 52-60 tokens, where the triple and stored pair terms are interpolated
+    (triple_sums.hpp, pair_sums.hpp) and Newton uses conjugate gradients: all V**3 tuples."""
+    rng = np.random.default_rng(seed)
+    V = int(rng.integers(52, 61))
+    conc = (5.0, 10.0, 30.0)[seed % 3]  # flat enough that T spans a few pieces
+    p, q = dirichlet(rng, V, conc), dirichlet(rng, V, conc)
+    if seed % 3 == 1:  # draft top-k: zeros in q
+        q[np.argsort(q)[: V // 8]] = 0.0
+        q /= q.sum()
+    case = Case(f"triples{seed}-V{V}-c{conc}", p, q, 3)
+    used = False
+    for tau in (1e-3, 1e-4):
+        plan = md.GlobalResolution(p, q, 3, tau=tau)
+        used = used or any(plan.diagnostics[s]["interpolated"] for s in ("outer", "inner"))
+        check_against_enumeration(case, plan, tau)
+    assert used
 
 
 def test_large_vocabulary_bounds_against_exact_plan():

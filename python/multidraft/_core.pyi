@@ -51,11 +51,19 @@ class SlacknessPlan:
     def alpha(self) -> float: ...
     def transport(self, drafts: npt.NDArray[np.int64], V: int) -> npt.NDArray[np.float64]: ...
 
+def objective_derivatives(
+    q: npt.NDArray[np.float64], n: int, bases: list[float], slack: bool, a: npt.NDArray[np.float64],
+    v: npt.NDArray[np.float64], interpolation: bool,
+) -> dict:
+    """For tests: gradient (target 0), Hessian diagonal, accepted mass, Hessian times v, the
+    gradient's certified L1 error bound and whether sums were interpolated, for the grouped
+    objective over the variables with masses q (convex.hpp)."""
+
 class GlobalResolutionPlan:
     """Seed 000 Algorithm 1 (Global Resolution) for n i.i.d. drafts; see multidraft.GlobalResolution."""
     def __init__(
         self, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, tau: float, max_iterations: int,
-        max_terms: float, paper_threshold: bool, unshifted_limit: float = 600.0,
+        max_terms: float, paper_threshold: bool, unshifted_limit: float = 600.0, interpolation: bool = True,
     ) -> None: ...
     @property
     def alpha(self) -> float: ...

@@ -27,8 +27,8 @@ class GlobalResolution(OTLPPlan):
             plan's output marginal and ``p`` (<= 15 tau when ``success``).
         acceptance_bound: a + b, the bound on |alpha - alpha_star|.
         diagnostics: per system ("outer", "inner"): |T|, grouped terms, eps_T / gamma_T,
-            achieved gradient L1 norm (a bound on it when the n = 2 pair terms were summed by
-            interpolation, ``pairs_interpolated``), threshold, Newton iterations, convergence.
+            achieved gradient L1 norm (a bound on it when the n = 2 or 3 terms were summed by
+            interpolation, ``interpolated``), threshold, Newton iterations, convergence.
         used_fallback: True when ``fallback=True`` and the bound was not met, in which case
             ``transport`` and ``sample`` use the exact complementary-slackness max-flow plan.
 

@@ -15,6 +15,7 @@
 
 #include "multidraft/full_subsets.hpp"
 #include "multidraft/pair_sums.hpp"
+#include "multidraft/triple_sums.hpp"
 
 namespace multidraft {
 
@@ -49,11 +50,13 @@ struct Curvature {
   // mass of the tuples the plan accepts, counted with the second EGF base.
   double accepted = 0.0;
   std::vector<double> leaf_scratch;  // working row of the implicit pass (dense Hessian only)
-  // n = 2: the pair terms were interpolated (pair_sums.hpp), not enumerated; then the gradient
-  // carries an error of at most gradient_error in L1 norm.
-  bool pairs_interpolated = false;
+  // n = 2 or 3: the implicit terms were summed by interpolation (pair_sums.hpp, triple_sums.hpp),
+  // not enumerated; then the gradient carries an error of at most gradient_error in L1 norm.
+  bool interpolated = false;
   PairSums pairs;
+  TripleSums triples;
   double gradient_error = 0.0;
+  std::size_t explicit_terms = 0;  // the explicit terms evaluated (the rest were interpolated)
 };
 
 // While every |a_i| <= this, e^{a_i} is computed once per variable instead of once per term
@@ -68,7 +71,11 @@ struct ConvexObjective {
   bool slack = false;      // inner problem: a slack token with a = 0 in every term
   double total_weight = 0.0;  // sum_U w_U (set with the terms; used by level_shift)
   double unshifted_limit = kUnshiftedLimit;  // lowered only by tests, to check the shifted path
-  bool pair_interpolation = true;  // n = 2: PairSums when it pays (tests compare with enumeration)
+  bool interpolation = true;  // n = 2, 3: PairSums / TripleSums when they pay (tests compare with enumeration)
+  // The pair terms in product form for PairSums: the implicit ones (n = 2) or the stored ones
+  // (n = 3, explicit terms from stored_pairs_begin on, after the singles).
+  PairWeights pair_weights;
+  std::size_t stored_pairs_begin = 0;
 
   double term_count() const { return static_cast<double>(terms.size()) + full.count(); }
 
@@ -106,11 +113,13 @@ struct ConvexObjective {
     curvature.diagonal.setZero(m);
     curvature.accepted = 0.0;
     curvature.gradient_error = 0.0;
-    curvature.pairs_interpolated = false;
     if (unshifted) curvature.power = a.array().exp();
     const Eigen::VectorXd& power = curvature.power;
+    curvature.interpolated = interpolation_pays(curvature);
+    // Interpolating n = 3 also takes the stored pairs (after the singles; see stored_pairs_begin).
+    curvature.explicit_terms = curvature.interpolated && full.size == 3 ? stored_pairs_begin : terms.size();
     double local[kMaxTermSize];
-    for (std::size_t k = 0; k < terms.size(); ++k) {
+    for (std::size_t k = 0; k < curvature.explicit_terms; ++k) {
       const std::int64_t begin = terms.offsets[k], end = terms.offsets[k + 1];
       const double w = terms.weight[k];
       double total = 0.0;
@@ -139,13 +148,15 @@ struct ConvexObjective {
       }
     }
     if (full.empty()) return;
-    // Interpolated pair sums need moderate powers (|a| <= 150 keeps x^2 and 1 / x^2 in range).
-    const double constant = slack ? 1.0 : 0.0;
-    if (full.size == 2 && pair_interpolation && !curvature.dense && curvature.four_reciprocals &&
-        PairSums::pays(m, PairSums::log_span(power, constant))) {
-      curvature.pairs_interpolated = true;
-      curvature.accepted += curvature.pairs.evaluate(power, full.mass, full.scale, constant, gradient, curvature.diagonal);
+    if (curvature.interpolated) {
+      const double constant = slack ? 1.0 : 0.0;
+      curvature.accepted += curvature.pairs.evaluate(power, pair_weights, constant, gradient, curvature.diagonal);
       curvature.gradient_error = curvature.pairs.gradient_error();
+      if (full.size == 3) {
+        curvature.accepted +=
+            curvature.triples.evaluate(power, full.mass, full.scale, constant, gradient, curvature.diagonal);
+        curvature.gradient_error += curvature.triples.gradient_error();
+      }
       return;
     }
     FullSubsetGradient pass{power.data(), full.mass.data(), slack ? 1.0 : 0.0, gradient.data(),
@@ -163,10 +174,22 @@ struct ConvexObjective {
     }
   }
 
+  // Whether this point's pair (n = 2) or pair and triple (n = 3) terms are summed by
+  // interpolation: allowed, matrix-free, moderate powers (|a| <= 150 keeps x^2 and 1 / x^2 in
+  // range) and cheaper than enumerating them.
+  bool interpolation_pays(const Curvature& curvature) const {
+    if (!interpolation || curvature.dense || !curvature.four_reciprocals || full.empty()) return false;
+    if (full.size != 2 && full.size != 3) return false;
+    const int m = terms.variables;
+    const double constant = slack ? 1.0 : 0.0;
+    const double span = std::log((constant + curvature.power.maxCoeff()) / (constant + curvature.power.minCoeff()));
+    return full.size == 2 ? PairSums::pays(m, span) : TripleSums::pays(m, span);
+  }
+
   // Hessian-vector product from stored shares: each term adds w (s ∘ v - s (s · v)) (spec §2.6).
   void hessian_times(const Curvature& curvature, const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
     out.setZero(terms.variables);
-    for (std::size_t k = 0; k < terms.size(); ++k) {
+    for (std::size_t k = 0; k < curvature.explicit_terms; ++k) {
       const std::int64_t begin = terms.offsets[k], end = terms.offsets[k + 1];
       double dot = 0.0;
       for (std::int64_t j = begin; j < end; ++j) dot += curvature.share[j] * v[terms.members[j]];
@@ -176,7 +199,11 @@ struct ConvexObjective {
         out[u] += w * curvature.share[j] * (v[u] - dot);
       }
     }
-    if (curvature.pairs_interpolated) return curvature.pairs.hessian_times(curvature.power, full.mass, v, out);
+    if (curvature.interpolated) {
+      curvature.pairs.hessian_times(v, out);
+      if (full.size == 3) curvature.triples.hessian_times(v, out);
+      return;
+    }
     FullSubsetHessianTimes pass{curvature.power.data(), full.mass.data(), slack ? 1.0 : 0.0, v.data(), out.data()};
     pass.four_reciprocals_allowed = curvature.four_reciprocals;
     for_each_full_subset(full, pass);
@@ -204,7 +231,7 @@ struct NewtonReport {
   Eigen::VectorXd solution;
   double gradient_l1 = 0.0;  // L1 norm of the true gradient at `solution`
   double accepted = 0.0;     // Curvature::accepted at `solution`
-  bool pairs_interpolated = false;  // Curvature::pairs_interpolated at `solution`
+  bool interpolated = false;  // Curvature::interpolated at `solution`
   int iterations = 0;
   bool converged = false;
 };
@@ -218,9 +245,18 @@ constexpr int kDenseNewtonLimit = 250;
 // Hessian-vector passes per iteration are cheaper from m ~ 20 (measured: (100, 2) 0.2 -> 0.06 ms).
 constexpr double kDenseWorkRatio = 20.0;
 
-inline bool use_dense_newton(const ConvexObjective& objective) {
-  const double m = objective.terms.variables;
-  return m <= kDenseNewtonLimit && m * m * m <= kDenseWorkRatio * objective.term_count();
+// n = 3 with interpolated triple sums (judged at the start point a) has cheap Hessian-vector
+// products but no cheap dense Hessian: conjugate gradients then.
+inline bool use_dense_newton(const ConvexObjective& objective, const Eigen::VectorXd& start) {
+  const int m = objective.terms.variables;
+  if (objective.interpolation && objective.full.size == 3 && m > 0 &&
+      start.cwiseAbs().maxCoeff() <= kFourReciprocalsLimit) {
+    const double constant = objective.slack ? 1.0 : 0.0;
+    const Eigen::ArrayXd x = start.array().exp();
+    if (TripleSums::pays(m, std::log((constant + x.maxCoeff()) / (constant + x.minCoeff())))) return false;
+  }
+  const double size = m;
+  return m <= kDenseNewtonLimit && size * size * size <= kDenseWorkRatio * objective.term_count();
 }
 
 // Solves (H + lambda I) d = -g approximately by Jacobi-preconditioned conjugate gradients,
@@ -281,12 +317,12 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   Eigen::VectorXd g(m), d(m), trial_gradient(m);
   Curvature& curvature = workspace.curvature;
   Curvature& trial_curvature = workspace.trial_curvature;
-  curvature.dense = trial_curvature.dense = use_dense_newton(objective);
+  curvature.dense = trial_curvature.dense = use_dense_newton(objective, report.solution);
   objective.evaluate(report.solution, g, curvature);
   for (;; ++report.iterations) {
     report.gradient_l1 = g.lpNorm<1>() + curvature.gradient_error;  // a bound on the true one
     report.accepted = curvature.accepted;
-    report.pairs_interpolated = curvature.pairs_interpolated;
+    report.interpolated = curvature.interpolated;
     if (report.gradient_l1 <= threshold) {
       report.converged = true;
       return report;

@@ -30,7 +30,7 @@ struct GlobalResolutionOptions {
   double max_terms = 2.0e6;       // work budget per convex problem (grouped terms), not a cap on |T|
   bool paper_threshold = false;  // Algorithm 1's ||grad||_1 <= 5 tau instead of 5 tau - 3 eps_T
   double unshifted_limit = kUnshiftedLimit;  // see ConvexObjective; tests set 0 to force the shifted path
-  bool pair_interpolation = true;  // see ConvexObjective; tests turn it off to compare with enumeration
+  bool interpolation = true;  // see ConvexObjective; tests turn it off to compare with enumeration
 };
 
 // Diagnostics of one convex system (outer or inner).
@@ -43,10 +43,60 @@ struct SystemReport {
   int iterations = 0;
   bool converged = true;
   bool within_budget = true;
-  bool pairs_interpolated = false;  // n = 2 pair terms summed by interpolation (pair_sums.hpp)
+  bool interpolated = false;  // n = 2, 3 terms summed by interpolation (pair_sums.hpp, triple_sums.hpp)
   // Row deviation bound of Theorems 6.4 / 6.5: ||grad||_1 + 3 * truncation error.
   double deviation_bound() const { return gradient_l1 + 3.0 * truncation_error; }
 };
+
+// Reorders stored terms of sizes 1 and 2 (n = 3) so that the singles come first; returns their
+// count. The pairs behind them can then be left to interpolation (ConvexObjective).
+inline std::size_t singles_first(GroupedTerms& terms) {
+  GroupedTerms sorted;
+  sorted.variables = terms.variables;
+  sorted.extra_weight.resize(terms.extra_weight.size());
+  std::size_t singles = 0;
+  for (int size = 1; size <= 2; ++size)
+    for (std::size_t k = 0; k < terms.size(); ++k) {
+      if (terms.offsets[k + 1] - terms.offsets[k] != size) continue;
+      sorted.members.insert(sorted.members.end(), terms.members.begin() + terms.offsets[k],
+                            terms.members.begin() + terms.offsets[k + 1]);
+      sorted.offsets.push_back(static_cast<std::int64_t>(sorted.members.size()));
+      sorted.weight.push_back(terms.weight[k]);
+      for (std::size_t b = 0; b < terms.extra_weight.size(); ++b) sorted.extra_weight[b].push_back(terms.extra_weight[b][k]);
+      singles += size == 1;
+    }
+  terms = std::move(sorted);
+  return singles;
+}
+
+// The pair terms' weights in product form (PairWeights) for interpolation: n = 2, the full-size
+// pairs, w = 2 q_k q_l for every base; n = 3, the stored pairs, Appendix K's
+// 3! [x^3] e^{b x} (e^{q_k x} - 1)(e^{q_l x} - 1) = 6 b q_k q_l + 3 q_k^2 q_l + 3 q_k q_l^2
+// = own_1(l) q_k + own_2(l) q_k^2 with own_1 = 6 b q + 3 q^2, own_2 = 3 q; accepted mass counts
+// stored terms with the second base (none without one), as ConvexObjective::evaluate does.
+inline PairWeights pair_weights(const std::vector<double>& q, int n, const std::vector<double>& bases) {
+  PairWeights weights;
+  const int m = static_cast<int>(q.size());
+  if (n == 2) {
+    std::vector<double> twice(m);
+    for (int k = 0; k < m; ++k) twice[k] = 2.0 * q[k];
+    weights.partner = {q};
+    weights.own = {twice};
+    weights.accepted = {twice};
+  } else if (n == 3) {
+    std::vector<double> squares(m), own1(m), own2(m), accepted1(m, 0.0), accepted2(m, 0.0);
+    for (int k = 0; k < m; ++k) {
+      squares[k] = q[k] * q[k];
+      own1[k] = 6.0 * bases[0] * q[k] + 3.0 * squares[k];
+      own2[k] = 3.0 * q[k];
+      if (bases.size() > 1) accepted1[k] = 6.0 * bases[1] * q[k] + 3.0 * squares[k], accepted2[k] = own2[k];
+    }
+    weights.partner = {q, squares};
+    weights.own = {own1, own2};
+    weights.accepted = {accepted1, accepted2};
+  }
+  return weights;
+}
 
 // The grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
 // (spec §2.7): the n-subsets implicitly (full_subsets.hpp: weight n! prod q_u for every base), the
@@ -125,6 +175,9 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   terms.members.resize(member_end);
   terms.weight.resize(written);
   for (auto& w : terms.extra_weight) w.resize(written);
+  objective.stored_pairs_begin = written;
+  if (n == 3) objective.stored_pairs_begin = singles_first(terms);
+  objective.pair_weights = pair_weights(member_mass, n, bases);
   return true;
 }
 
@@ -306,7 +359,7 @@ class GlobalResolutionPlan {
     ConvexObjective& objective = workspace.objective;
     objective.slack = slack;
     objective.unshifted_limit = options_.unshifted_limit;
-    objective.pair_interpolation = options_.pair_interpolation;
+    objective.interpolation = options_.interpolation;
     if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective)) {
       double count, members;
       count_small_subsets(m, n_, count, members);
@@ -329,7 +382,7 @@ class GlobalResolutionPlan {
     report.gradient_l1 = solved.gradient_l1;
     report.iterations = iterations;
     report.converged = solved.converged;
-    report.pairs_interpolated = solved.pairs_interpolated;
+    report.interpolated = solved.interpolated;
     if (acceptance) *acceptance = solved.accepted;
     return std::vector<double>(solved.solution.data(), solved.solution.data() + m);
   }

@@ -1,0 +1,296 @@
+// Chebyshev interpolation on pieces of the log axis, for the Stieltjes transforms
+//   F(y) = sum_k mu_k / (y + s_k)^p,   mu_k >= 0, s_k >= 0, y > 0, p = 1 or 2,
+// by which the implicit full-size terms of the Global Resolution objectives are summed without
+// enumerating them (pair_sums.hpp, triple_sums.hpp). F is analytic off the negative real axis,
+// so in u = log y it is analytic in the strip |Im u| < pi wherever the s_k are, and Chebyshev
+// interpolation on u-pieces of width 2 converges geometrically with an error bound relative to F
+// that needs no knowledge of the s_k (ChebyshevPieces::relative_error).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "multidraft/full_subsets.hpp"  // four_reciprocals
+
+namespace multidraft {
+
+using RowMajorMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// log y for normal y > 0, in a form loops vectorise (std::log does not, short of -ffast-math):
+// y = 2^e r with r in [sqrt(1/2), sqrt(2)), log r = 2 atanh(s), s = (r - 1) / (r + 1), |s| <= 0.172,
+// by its series to s^21 (the rest is below 1e-17 relative), e log 2 in two parts. Within a few
+// ulps of std::log: a coordinate error delta changes an interpolated F by at most p F delta.
+inline double log_positive(double y) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &y, sizeof bits);
+  int exponent = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
+  bits = (bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL;
+  double r;
+  std::memcpy(&r, &bits, sizeof r);
+  const bool high = r > 1.4142135623730951;
+  r = high ? 0.5 * r : r;
+  exponent += high ? 1 : 0;
+  const double s = (r - 1.0) / (r + 1.0), s2 = s * s;
+  double series = 1.0 / 21.0;
+  for (int k = 19; k >= 1; k -= 2) series = series * s2 + 1.0 / k;
+  constexpr double kLog2High = 6.93147180369123816490e-01, kLog2Low = 1.90821492927058770002e-10;
+  return exponent * kLog2High + (2.0 * s * series + exponent * kLog2Low);
+}
+
+// Pieces [u_0 + 2 j W, u_0 + 2 (j + 1) W] of the log axis, kNodes first-kind Chebyshev points
+// each (interpolants of degree kNodes - 1). Pieces holding no point (ChebyshevPoints::place)
+// stay unoccupied: their nodes need no values.
+class ChebyshevPieces {
+ public:
+  static constexpr int kNodes = 22;
+  static constexpr double kHalfWidth = 1.0;  // W, in units of log y
+  static constexpr double kLebesgue = 3.0;   // Lebesgue constant of kNodes first-kind points (< 2.97)
+
+  static int pieces_for(double u_span) {
+    return std::max(1, static_cast<int>(std::ceil(u_span / (2.0 * kHalfWidth))));
+  }
+
+  // Pieces covering [u_low, u_high], none occupied; the nodes in y = e^u, piece by piece.
+  void cover(double u_low, double u_high) {
+    u_low_ = u_low;
+    pieces_ = pieces_for(u_high - u_low);
+    occupied_.assign(pieces_, 0);
+    node_y_.resize(static_cast<std::size_t>(pieces_) * kNodes);
+    const Eigen::VectorXd& t = reference().nodes;
+    for (int p = 0; p < pieces_; ++p)
+      for (int i = 0; i < kNodes; ++i) node_y_[p * kNodes + i] = std::exp(centre(p) + kHalfWidth * t[i]);
+  }
+  void occupy_all() { occupied_.assign(pieces_, 1); }
+  int pieces() const { return pieces_; }
+  int nodes() const { return pieces_ * kNodes; }
+  double node_y(int j) const { return node_y_[j]; }
+  bool occupied(int piece) const { return occupied_[piece] != 0; }
+  // Nodes of the occupied pieces, in order.
+  std::vector<int> active_nodes() const {
+    std::vector<int> active;
+    for (int p = 0; p < pieces_; ++p)
+      if (occupied_[p])
+        for (int i = 0; i < kNodes; ++i) active.push_back(p * kNodes + i);
+    return active;
+  }
+
+  int piece_of(double u) const {
+    return std::clamp(static_cast<int>((u - u_low_) / (2.0 * kHalfWidth)), 0, pieces_ - 1);
+  }
+  double local(double u, int piece) const { return std::clamp((u - centre(piece)) / kHalfWidth, -1.0, 1.0); }
+  void occupy(int piece) { occupied_[piece] = 1; }
+
+  // Chebyshev coefficients (kNodes x pieces) of the interpolants of values given at the nodes.
+  Eigen::MatrixXd coefficients(const Eigen::VectorXd& node_values) const {
+    const Eigen::Map<const Eigen::MatrixXd> values(node_values.data(), kNodes, pieces_);
+    return reference().transform * values;
+  }
+
+  // Bound on |interpolant - F| / F at any point of a piece, for F(y) = sum_k mu_k / (y + s_k)^p
+  // with mu_k >= 0, s_k >= 0, y = e^u > 0 and exact node values. With f analytic and |f| <= M
+  // in the Bernstein ellipse E_rho of the piece, the interpolant in N first-kind points errs by at
+  // most 4 M rho^{1-N} / (rho - 1) (truncation and aliasing of the Chebyshev series, each at most
+  // sum_{k >= N} 2 M rho^{-k}). On E_rho, u = r + i theta with |theta| <= W (rho - 1/rho) / 2 < pi
+  // and r >= u_a - W ((rho + 1/rho) / 2 - 1), u_a the piece's left end; there
+  // |e^u + s| >= (e^r + s) cos(theta / 2) (expand |e^u + s|^2), and F(e^r) <= F(e^{u_a})
+  // e^{p (u_a - r)} (each term's ratio), while on the piece F >= F(e^{u_a}) e^{-2 p W}. Minimised
+  // over rho; 1e-15 more covers log_positive's coordinate error (p F delta).
+  static double relative_error(int p) {
+    double best = 1.0;
+    for (double rho = 1.01; rho < 20.0; rho += 0.01) {
+      const double theta = kHalfWidth * (rho - 1.0 / rho) / 2.0;
+      if (theta >= 3.14159) break;
+      const double growth = p * kHalfWidth * ((rho + 1.0 / rho) / 2.0 + 1.0);
+      const double bound = 4.0 * std::pow(rho, 1 - kNodes) / (rho - 1.0) * std::exp(growth) /
+                           std::pow(std::cos(theta / 2.0), p);
+      best = std::min(best, bound);
+    }
+    return best + 1e-15;
+  }
+
+ private:
+  // Points t_i = cos(pi (i + 1/2) / N) and the map from values at them to Chebyshev
+  // coefficients, c_j = (2 - [j = 0]) / N sum_i f_i T_j(t_i).
+  struct Reference {
+    Eigen::VectorXd nodes;
+    Eigen::MatrixXd transform;
+    Reference() : nodes(kNodes), transform(kNodes, kNodes) {
+      for (int i = 0; i < kNodes; ++i) nodes[i] = std::cos(M_PI * (i + 0.5) / kNodes);
+      for (int j = 0; j < kNodes; ++j)
+        for (int i = 0; i < kNodes; ++i)
+          transform(j, i) = (j == 0 ? 1.0 : 2.0) / kNodes * std::cos(M_PI * j * (i + 0.5) / kNodes);
+    }
+  };
+  static const Reference& reference() {
+    static const Reference instance;
+    return instance;
+  }
+  double centre(int p) const { return u_low_ + (2 * p + 1) * kHalfWidth; }
+
+  double u_low_ = 0.0;
+  int pieces_ = 1;
+  std::vector<char> occupied_;
+  std::vector<double> node_y_;
+};
+
+// Points placed on a ChebyshevPieces grid, given in increasing order so that each piece's
+// points are a contiguous range: interpolation is then Clenshaw's recurrence with one set of
+// coefficients per range, vectorised across points, with no sorting or gathering.
+class ChebyshevPoints {
+ public:
+  // Places the points u[0..count) (log coordinates, non-decreasing) and marks their pieces
+  // occupied.
+  void place(ChebyshevPieces& grid, const double* u, int count) {
+    const int pieces = grid.pieces();
+    piece_.resize(count);
+    local_.resize(count);
+    for (int j = 0; j < count; ++j) {
+      piece_[j] = grid.piece_of(u[j]);
+      local_[j] = grid.local(u[j], piece_[j]);
+    }
+    start_.resize(pieces + 1);
+    int p = 0;
+    start_[0] = 0;
+    for (int j = 0; j < count; ++j)
+      while (p < piece_[j]) start_[++p] = j;
+    while (p < pieces) start_[++p] = count;
+    for (p = 0; p < pieces; ++p)
+      if (start_[p + 1] > start_[p]) grid.occupy(p);
+  }
+  int size() const { return static_cast<int>(piece_.size()); }
+  int piece(int j) const { return piece_[j]; }
+
+  // The interpolants with these coefficients (ChebyshevPieces::coefficients) at every point, in
+  // the order given to place; two functions at once share the recurrence's loads.
+  void interpolate(const Eigen::MatrixXd& coefficients, Eigen::VectorXd& out) const {
+    interpolate(coefficients, coefficients, out, nullptr);
+  }
+  void interpolate(const Eigen::MatrixXd& first, const Eigen::MatrixXd& second, Eigen::VectorXd& first_out,
+                   Eigen::VectorXd* second_out) const {
+    constexpr int N = ChebyshevPieces::kNodes;
+    const int count = size();
+    first_out.resize(count);
+    if (second_out) second_out->resize(count);
+    double* __restrict out1 = first_out.data();
+    double* __restrict out2 = second_out ? second_out->data() : nullptr;
+    const double* __restrict t = local_.data();
+    for (int p = 0; p + 1 < static_cast<int>(start_.size()); ++p) {
+      const double* __restrict c1 = first.col(p).data();
+      const double* __restrict c2 = second.col(p).data();
+      // Blocks of kLanes points, the recurrence's steps outside and the lanes inside: each
+      // point's recurrence is a chain of dependent steps, so only lanes fill the vector units.
+      for (int j0 = start_[p]; j0 < start_[p + 1]; j0 += kLanes) {
+        const int lanes = std::min(kLanes, start_[p + 1] - j0);
+        double twice[kLanes], a1[kLanes] = {}, a2[kLanes] = {}, b1[kLanes] = {}, b2[kLanes] = {};
+        for (int lane = 0; lane < kLanes; ++lane) twice[lane] = lane < lanes ? 2.0 * t[j0 + lane] : 0.0;
+        for (int i = N - 1; i >= 1; --i) {
+#pragma omp simd
+          for (int lane = 0; lane < kLanes; ++lane) {
+            const double next1 = twice[lane] * a1[lane] - a2[lane] + c1[i];
+            const double next2 = twice[lane] * b1[lane] - b2[lane] + c2[i];
+            a2[lane] = a1[lane], a1[lane] = next1, b2[lane] = b1[lane], b1[lane] = next2;
+          }
+        }
+        for (int lane = 0; lane < lanes; ++lane) {
+          out1[j0 + lane] = 0.5 * twice[lane] * a1[lane] - a2[lane] + c1[0];
+          if (out2) out2[j0 + lane] = 0.5 * twice[lane] * b1[lane] - b2[lane] + c2[0];
+        }
+      }
+    }
+  }
+
+ private:
+  static constexpr int kLanes = 8;
+  std::vector<int> piece_, start_;
+  std::vector<double> local_;
+};
+
+// A permutation sorting x increasingly, refreshed from the previous one by insertion (Newton
+// iterates keep most of their order), or by a full sort when that would take long.
+inline void sort_increasing(const Eigen::VectorXd& x, std::vector<int>& order) {
+  const int m = static_cast<int>(x.size());
+  if (static_cast<int>(order.size()) == m) {
+    long moves = 0;
+    for (int i = 1; i < m && moves <= 8L * m; ++i) {
+      const int current = order[i];
+      int j = i;
+      for (; j > 0 && x[order[j - 1]] > x[current]; --j, ++moves) order[j] = order[j - 1];
+      order[j] = current;
+    }
+    if (moves <= 8L * m) return;
+  } else {
+    order.resize(m);
+    for (int i = 0; i < m; ++i) order[i] = i;
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return x[a] < x[b]; });
+}
+
+// The Stieltjes transforms of the point masses q_k at x_k at the nodes of the occupied pieces:
+// first_j = sum_k q_k / (y_j + x_k), second_j = sum_k q_k / (y_j + x_k)^2 (0 at other nodes).
+// Row a of inverse_squares (and of inverses, if given) holds 1 / (y_j + x_k)^2 (1 / (y_j + x_k))
+// for the a-th active node j, for transforms of other masses at the same points. Callers keep
+// |log x| <= 150: products of four denominators stay in range for four_reciprocals.
+inline void stieltjes_at_nodes(const ChebyshevPieces& grid, const std::vector<int>& active, const double* x,
+                               const double* q, int m, Eigen::VectorXd& first, Eigen::VectorXd& second,
+                               RowMajorMatrix& inverse_squares, RowMajorMatrix* inverses = nullptr) {
+  first.setZero(grid.nodes());
+  second.setZero(grid.nodes());
+  const int count = static_cast<int>(active.size());
+  inverse_squares.resize(count, m);
+  if (inverses) inverses->resize(count, m);
+  const double* __restrict xs = x;
+  const double* __restrict qs = q;
+  for (int a = 0; a < count;) {
+    if (a + 4 <= count && active[a + 3] == active[a] + 3) {  // four consecutive nodes: one division
+      const int j = active[a];
+      const double y0 = grid.node_y(j), y1 = grid.node_y(j + 1), y2 = grid.node_y(j + 2), y3 = grid.node_y(j + 3);
+      double* __restrict row0 = inverse_squares.row(a).data();
+      double* __restrict row1 = inverse_squares.row(a + 1).data();
+      double* __restrict row2 = inverse_squares.row(a + 2).data();
+      double* __restrict row3 = inverse_squares.row(a + 3).data();
+      double f0 = 0, f1 = 0, f2 = 0, f3 = 0, s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : f0, f1, f2, f3, s0, s1, s2, s3)
+      for (int k = 0; k < m; ++k) {
+        double i0, i1, i2, i3;
+        four_reciprocals(y0 + xs[k], y1 + xs[k], y2 + xs[k], y3 + xs[k], i0, i1, i2, i3);
+        row0[k] = i0 * i0, row1[k] = i1 * i1, row2[k] = i2 * i2, row3[k] = i3 * i3;
+        f0 += qs[k] * i0, f1 += qs[k] * i1, f2 += qs[k] * i2, f3 += qs[k] * i3;
+        s0 += qs[k] * row0[k], s1 += qs[k] * row1[k], s2 += qs[k] * row2[k], s3 += qs[k] * row3[k];
+      }
+      first.segment<4>(j) << f0, f1, f2, f3;
+      second.segment<4>(j) << s0, s1, s2, s3;
+      if (inverses)  // 1 / d = sqrt(1 / d^2) within an ulp, kept out of the hot loop above
+        inverses->middleRows(a, 4) = inverse_squares.middleRows(a, 4).cwiseSqrt();
+      a += 4;
+      continue;
+    }
+    const int j = active[a];
+    const double y = grid.node_y(j);
+    double* __restrict row = inverse_squares.row(a).data();
+    double f = 0.0, s = 0.0;
+#pragma omp simd reduction(+ : f, s)
+    for (int k = 0; k < m; ++k) {
+      const double inverse = 1.0 / (y + xs[k]);
+      row[k] = inverse * inverse;
+      f += qs[k] * inverse;
+      s += qs[k] * row[k];
+    }
+    first[j] = f;
+    second[j] = s;
+    if (inverses) inverses->row(a) = inverse_squares.row(a).cwiseSqrt();
+    ++a;
+  }
+}
+
+// Node values from values at the active nodes (zero elsewhere).
+inline void scatter_active(const std::vector<int>& active, const Eigen::VectorXd& values, int nodes,
+                           Eigen::VectorXd& out) {
+  out.setZero(nodes);
+  for (std::size_t a = 0; a < active.size(); ++a) out[active[a]] = values[a];
+}
+
+}  // namespace multidraft

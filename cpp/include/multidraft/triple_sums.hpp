@@ -1,0 +1,170 @@
+// The triple terms of n = 3 (seed 000 Eqs. 12 and 15, |U| = 3, weight w_U = 6 q_j q_k q_l)
+// without enumerating the m^3 / 6 triples, by the Stieltjes transforms of pair_sums.hpp one level
+// up. With s_U = c + X_U, y_l = c + x_l and the transforms (p = 1, 2)
+//   F1_p(y) = sum_k q_k / (y + x_k)^p,   F2_p(y) = sum_{j < k} q_j q_k / (y + x_j + x_k)^p,
+// the pairs {j, k} not containing l are all pairs minus those with l:
+//   A_l = sum_{U ∋ l} q_{U \ l} / s_U   = F2_1(y_l) - q_l F1_1(c + 2 x_l) + q_l^2 / (c + 3 x_l),
+//   B_l = sum_{U ∋ l} q_{U \ l} / s_U^2 = the same with p = 2,
+// so gradient_l += w_l A_l, Hessian_ll += w_l (A_l - x_l B_l) with w_l = 6 q_l x_l. F2 is itself a
+// Stieltjes transform (masses q_j q_k at x_j + x_k), interpolated on its own grid from node values
+//   F2_p(xi) = 1/2 sum_k q_k (F1_p(xi + x_k) - q_k / (xi + 2 x_k)^p),
+// where F1_p is interpolated on a second grid at the points xi + x_k. A pass costs about
+// (nodes of F2) m interpolations instead of m^3 / 6 divisions.
+// Hessian-vector products (z = x ∘ v): out_l += w_l (v_l (A_l - x_l B_l) - C_l), with
+//   C_l = sum_{U ∋ l} q_{U \ l} (sum_{j in U \ l} z_j) / s_U^2
+//       = Z2(y_l) - q_l z_l F1_2(c + 2 x_l) - q_l Z1(c + 2 x_l) + 2 q_l^2 z_l / (c + 3 x_l)^2,
+//   Z1(y) = sum_k q_k z_k / (y + x_k)^2,  Z2(xi) = sum_j q_j z_j (F1_2(xi + x_j) - q_j / (xi + 2 x_j)^2),
+// two matrix-vector products with what the evaluation kept.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "multidraft/chebyshev_pieces.hpp"
+
+namespace multidraft {
+
+class TripleSums {
+ public:
+  // Worth it against the enumerated dense evaluation (about 1.9 ns per triple, m^3 / 6 triples)
+  // when the interpolations at the shifted points cost less: measured about 12 ns per shifted
+  // point (nodes of F2 times m) all included (Intel Xeon, m = 60 to 200).
+  static bool pays(int m, double u_span) {
+    const double shifted = static_cast<double>(ChebyshevPieces::pieces_for(u_span)) * ChebyshevPieces::kNodes * m;
+    return 12.0 * shifted < 1.9 * m * static_cast<double>(m) * m / 6.0;
+  }
+
+  // Adds the triple terms (weight scale * q_j q_k q_l) to the gradient and Hessian diagonal at
+  // x = e^a; returns their accepted mass sum_U w_U X_U / (c + X_U) = sum_l w_l A_l. Works on
+  // the variables sorted by x: every set of points (c + x_l, c + 2 x_l, xi + x_k) is then
+  // increasing, as ChebyshevPoints needs.
+  double evaluate(const Eigen::VectorXd& x, const std::vector<double>& q, double scale, double c,
+                  Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
+    const int m = static_cast<int>(x.size());
+    sort_increasing(x, order_);
+    xs_.resize(m);
+    qs_.resize(m);
+    u_.resize(m);
+    for (int j = 0; j < m; ++j) xs_[j] = x[order_[j]], qs_[j] = q[order_[j]];
+    const double* __restrict xs = xs_.data();
+    const double* __restrict qs = qs_.data();
+    double* __restrict u = u_.data();
+    // The points y_l on the pair grid; its occupied nodes xi decide the shifted points xi + x_k.
+#pragma omp simd
+    for (int j = 0; j < m; ++j) u[j] = log_positive(c + xs[j]);
+    pair_grid_.cover(u_[0], u_[m - 1]);
+    pair_points_.place(pair_grid_, u_.data(), m);
+    pair_active_ = pair_grid_.active_nodes();
+    const int shifts = static_cast<int>(pair_active_.size());
+    double xi_low = pair_grid_.node_y(pair_active_.front()), xi_high = xi_low;
+    for (int j : pair_active_) {
+      xi_low = std::min(xi_low, pair_grid_.node_y(j));
+      xi_high = std::max(xi_high, pair_grid_.node_y(j));
+    }
+    // The single grid covers c + 2 x_l and xi + x_k; all its nodes get values.
+#pragma omp simd
+    for (int j = 0; j < m; ++j) u[j] = log_positive(c + 2.0 * xs[j]);
+    single_grid_.cover(std::min(u_[0], std::log(xi_low + xs[0])), std::max(u_[m - 1], std::log(xi_high + xs[m - 1])));
+    double_points_.place(single_grid_, u_.data(), m);
+    single_grid_.occupy_all();
+    const std::vector<int> single_active = single_grid_.active_nodes();
+    Eigen::VectorXd first, second;
+    stieltjes_at_nodes(single_grid_, single_active, xs, qs, m, first, second, inverse_squares_);
+    const Eigen::MatrixXd first_coefficients = single_grid_.coefficients(first);
+    const Eigen::MatrixXd second_coefficients = single_grid_.coefficients(second);
+    double_points_.interpolate(first_coefficients, second_coefficients, F1_double_, &F1_2_double_);
+
+    // F2_p at the occupied pair nodes, one node's m shifted points at a time.
+    Eigen::VectorXd pair_first = Eigen::VectorXd::Zero(pair_grid_.nodes()), pair_second = pair_first,
+                    with_repeats = pair_first, shifted_first, shifted_second;
+    partners_.resize(shifts, m);
+    for (int a = 0; a < shifts; ++a) {
+      const int j = pair_active_[a];
+      const double xi = pair_grid_.node_y(j);
+#pragma omp simd
+      for (int k = 0; k < m; ++k) u[k] = log_positive(xi + xs[k]);
+      shifted_points_.place(single_grid_, u_.data(), m);
+      shifted_points_.interpolate(first_coefficients, second_coefficients, shifted_first, &shifted_second);
+      const double* __restrict f1 = shifted_first.data();
+      const double* __restrict f2 = shifted_second.data();
+      double* __restrict partner = partners_.row(a).data();
+      double f = 0.0, s = 0.0, r = 0.0;
+#pragma omp simd reduction(+ : f, s, r)
+      for (int k = 0; k < m; ++k) {
+        const double self = 1.0 / (xi + 2.0 * xs[k]);
+        partner[k] = f2[k] - qs[k] * self * self;
+        f += qs[k] * (f1[k] - qs[k] * self);
+        s += qs[k] * partner[k];
+        r += qs[k] * f1[k];
+      }
+      pair_first[j] = 0.5 * f;
+      pair_second[j] = 0.5 * s;
+      with_repeats[j] = 0.5 * r;
+    }
+    Eigen::VectorXd F2, F2_2;
+    pair_points_.interpolate(pair_grid_.coefficients(pair_first), pair_grid_.coefficients(pair_second), F2, &F2_2);
+
+    // Error bound. F1 at a point errs by at most eps F1 (relative_error), so a pair node value by
+    // at most eps times with_repeats (the same sum without the subtracted k = k' terms), and the
+    // interpolant of F2 at y_l by eps F2(y_l) + Lebesgue * eps * max of with_repeats on its piece.
+    static const double eps = ChebyshevPieces::relative_error(1);
+    std::vector<double> piece_noise(pair_grid_.pieces(), 0.0);
+    for (int j : pair_active_) {
+      double& noise = piece_noise[j / ChebyshevPieces::kNodes];
+      noise = std::max(noise, with_repeats[j]);
+    }
+    weight_.resize(m);
+    self_square_.resize(m);
+    triple_diagonal_.resize(m);
+    double accepted = 0.0, bound = 0.0;
+    for (int j = 0; j < m; ++j) {
+      const double self = 1.0 / (c + 3.0 * xs[j]);  // the pair {l, l} among l's own partners
+      self_square_[j] = self * self;
+      const double q2 = qs[j] * qs[j];
+      const double A = F2[j] - qs[j] * F1_double_[j] + q2 * self;
+      const double B = F2_2[j] - qs[j] * F1_2_double_[j] + q2 * self_square_[j];
+      weight_[j] = scale * qs[j] * xs[j];
+      triple_diagonal_[j] = weight_[j] * (A - xs[j] * B);
+      gradient[order_[j]] += weight_[j] * A;
+      diagonal[order_[j]] += triple_diagonal_[j];
+      accepted += weight_[j] * A;
+      bound += weight_[j] * (std::abs(F2[j]) + ChebyshevPieces::kLebesgue * piece_noise[pair_points_.piece(j)] +
+                             qs[j] * std::abs(F1_double_[j]));
+    }
+    gradient_error_ = 1.01 * eps * bound;  // 1.01: the bound uses interpolated, not exact, values
+    return accepted;
+  }
+
+  // out += (triple terms' Hessian) v (see the header comment).
+  void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+    const int m = static_cast<int>(xs_.size());
+    Eigen::VectorXd moments(m), node_values, Z1, Z2;
+    for (int j = 0; j < m; ++j) moments[j] = qs_[j] * xs_[j] * v[order_[j]];  // q_k z_k
+    scatter_active(pair_active_, partners_ * moments, pair_grid_.nodes(), node_values);
+    pair_points_.interpolate(pair_grid_.coefficients(node_values), Z2);
+    node_values.noalias() = inverse_squares_ * moments;  // every single-grid node is active
+    double_points_.interpolate(single_grid_.coefficients(node_values), Z1);
+    for (int j = 0; j < m; ++j) {
+      const double vl = v[order_[j]], z = xs_[j] * vl;
+      const double C = Z2[j] - qs_[j] * z * F1_2_double_[j] - qs_[j] * Z1[j] + 2.0 * qs_[j] * moments[j] * self_square_[j];
+      out[order_[j]] += triple_diagonal_[j] * vl - weight_[j] * C;
+    }
+  }
+
+  double gradient_error() const { return gradient_error_; }
+
+ private:
+  ChebyshevPieces pair_grid_, single_grid_;
+  ChebyshevPoints pair_points_, double_points_, shifted_points_;
+  std::vector<int> order_, pair_active_;  // variables by increasing x; occupied pair-grid nodes
+  Eigen::VectorXd xs_, qs_, u_;            // x, q in that order; log coordinates of points
+  RowMajorMatrix inverse_squares_;  // single-grid node x variable: 1 / (eta + x_k)^2
+  RowMajorMatrix partners_;         // active pair node x variable: F1_2(xi + x_k) - q_k / (xi + 2 x_k)^2
+  Eigen::VectorXd F1_double_, F1_2_double_;  // F1_1 and F1_2 at c + 2 x_l
+  Eigen::VectorXd weight_, self_square_, triple_diagonal_;
+  double gradient_error_ = 0.0;
+};
+
+}  // namespace multidraft
