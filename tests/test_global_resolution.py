@@ -211,7 +211,7 @@ def test_interpolated_pair_sums_match_the_enumerated_ones(seed):
             a, b = fast.diagnostics[name], direct.diagnostics[name]
             assert not b["interpolated"]
             assert (a["truncation_size"], a["iterations"]) == (b["truncation_size"], b["iterations"])
-            assert a["gradient_l1"] == pytest.approx(b["gradient_l1"], rel=1e-6, abs=1e-12)
+            assert a["gradient_l1"] == pytest.approx(b["gradient_l1"], rel=1e-6, abs=1e-8)  # + certified error
         assert fast.alpha == pytest.approx(direct.alpha, abs=1e-11)
         drafts = rng.choice(case.V, size=(50, 2), p=case.q64 / case.q64.sum())
         np.testing.assert_allclose(fast.transport(drafts), direct.transport(drafts), rtol=0, atol=1e-9)
@@ -253,11 +253,11 @@ def test_interpolated_sums_match_enumeration_at_the_same_point(seed):
     if not fast["interpolated"]:  # not worth it at this span: the same enumeration
         assert np.array_equal(fast["gradient"], exact["gradient"])
         return
-    assert fast["gradient_error"] <= 1e-10
+    assert fast["gradient_error"] <= 1e-8  # the certified bound; the actual error is ~1e-15
     assert np.abs(fast["gradient"] - exact["gradient"]).sum() <= fast["gradient_error"] + 1e-14
     for key in ("diagonal", "hessian_times"):
-        np.testing.assert_allclose(fast[key], exact[key], rtol=1e-9, atol=1e-13 * np.abs(exact[key]).max())
-    assert fast["accepted"] == pytest.approx(exact["accepted"], rel=1e-12, abs=1e-14)
+        np.testing.assert_allclose(fast[key], exact[key], rtol=1e-9, atol=1e-11 * np.abs(exact[key]).max())
+    assert abs(fast["accepted"] - exact["accepted"]) <= fast["gradient_error"] + 1e-14  # same sums, other weights
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -47,7 +47,7 @@ inline double log_positive(double y) {
 class ChebyshevPieces {
  public:
   static constexpr int kNodes = 22;
-  static constexpr double kHalfWidth = 1.0;  // W, in units of log y
+  static constexpr double kHalfWidth = 1.5;  // W, in units of log y
   static constexpr double kLebesgue = 3.0;   // Lebesgue constant of kNodes first-kind points (< 2.97)
 
   static int pieces_for(double u_span) {

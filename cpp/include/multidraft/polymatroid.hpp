@@ -77,10 +77,8 @@ struct IidSplit {
   IidSplit(const double* p, const double* q, int V, int n) : order(decreasing_ratio_order(p, q, V)) {
     subset = iid_optimal_subset(p, q, V, n, order, &h);
     outer_rows = outer_row_targets(p, q, n, order, h);
-    std::vector<double> residual(V);
-    const char* in_H = subset.in_H.data();
-#pragma omp simd
-    for (int i = 0; i < V; ++i) residual[i] = in_H[i] ? 0.0 : p[i];  // inner rows saturate at p
+    std::vector<double> residual(p, p + V);
+    for (int k = 0; k < h; ++k) residual[order[k]] = 0.0;  // inner rows saturate at p on H*
     for (std::size_t j = 0; j < outer_rows.size(); ++j) {
       const int v = order[h + j];
       residual[v] = std::max(p[v] - outer_rows[j], 0.0);
