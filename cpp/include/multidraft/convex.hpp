@@ -115,7 +115,7 @@ struct ConvexObjective {
     curvature.gradient_error = 0.0;
     if (unshifted) curvature.power = a.array().exp();
     const Eigen::VectorXd& power = curvature.power;
-    curvature.interpolated = interpolation_pays(curvature);
+    curvature.interpolated = !curvature.dense && curvature.four_reciprocals && interpolation_pays(power);
     // Interpolating n = 3 also takes the stored pairs (after the singles; see stored_pairs_begin).
     curvature.explicit_terms = curvature.interpolated && full.size == 3 ? stored_pairs_begin : terms.size();
     double local[kMaxTermSize];
@@ -174,15 +174,14 @@ struct ConvexObjective {
     }
   }
 
-  // Whether this point's pair (n = 2) or pair and triple (n = 3) terms are summed by
-  // interpolation: allowed, matrix-free, moderate powers (|a| <= 150 keeps x^2 and 1 / x^2 in
-  // range) and cheaper than enumerating them.
-  bool interpolation_pays(const Curvature& curvature) const {
-    if (!interpolation || curvature.dense || !curvature.four_reciprocals || full.empty()) return false;
-    if (full.size != 2 && full.size != 3) return false;
+  // Whether the pair (n = 2) or pair and triple (n = 3) terms at x = e^a are cheaper summed by
+  // interpolation than enumerated. Callers check |a| <= kFourReciprocalsLimit (x^2 and 1 / x^2
+  // in range) and that the Newton system is matrix-free.
+  bool interpolation_pays(const Eigen::VectorXd& power) const {
+    if (!interpolation || full.empty() || (full.size != 2 && full.size != 3)) return false;
     const int m = terms.variables;
     const double constant = slack ? 1.0 : 0.0;
-    const double span = std::log((constant + curvature.power.maxCoeff()) / (constant + curvature.power.minCoeff()));
+    const double span = std::log((constant + power.maxCoeff()) / (constant + power.minCoeff()));
     return full.size == 2 ? PairSums::pays(m, span) : TripleSums::pays(m, span);
   }
 
@@ -249,12 +248,9 @@ constexpr double kDenseWorkRatio = 20.0;
 // products but no cheap dense Hessian: conjugate gradients then.
 inline bool use_dense_newton(const ConvexObjective& objective, const Eigen::VectorXd& start) {
   const int m = objective.terms.variables;
-  if (objective.interpolation && objective.full.size == 3 && m > 0 &&
-      start.cwiseAbs().maxCoeff() <= kFourReciprocalsLimit) {
-    const double constant = objective.slack ? 1.0 : 0.0;
-    const Eigen::ArrayXd x = start.array().exp();
-    if (TripleSums::pays(m, std::log((constant + x.maxCoeff()) / (constant + x.minCoeff())))) return false;
-  }
+  if (objective.full.size == 3 && m > 0 && start.cwiseAbs().maxCoeff() <= kFourReciprocalsLimit &&
+      objective.interpolation_pays(start.array().exp().matrix()))
+    return false;
   const double size = m;
   return m <= kDenseNewtonLimit && size * size * size <= kDenseWorkRatio * objective.term_count();
 }

@@ -75,8 +75,8 @@ class PairSums {
     for (int r = 0; r < R; ++r) {
       if (r > 0) {
         const Eigen::VectorXd partner = partner_.row(r).transpose();
-        scatter_active(active_, inverses_ * partner, grid_.nodes(), first);
-        scatter_active(active_, inverse_squares_ * partner, grid_.nodes(), second);
+        scatter_active(active_, inverses_.matrix() * partner, grid_.nodes(), first);
+        scatter_active(active_, inverse_squares_.matrix() * partner, grid_.nodes(), second);
       }
       points_.interpolate(grid_.coefficients(first), grid_.coefficients(second), F, &F2);
       for (int j = 0; j < m; ++j) {
@@ -105,7 +105,7 @@ class PairSums {
     for (int j = 0; j < m; ++j) out[order_[j]] += diagonal_[j] * v[order_[j]];
     for (int r = 0; r < R; ++r) {
       moments = partner_.row(r).transpose().cwiseProduct(z);
-      scatter_active(active_, inverse_squares_ * moments, grid_.nodes(), node_values);
+      scatter_active(active_, inverse_squares_.matrix() * moments, grid_.nodes(), node_values);
       points_.interpolate(grid_.coefficients(node_values), G);
       for (int j = 0; j < m; ++j) out[order_[j]] -= own_(r, j) * xs_[j] * (G[j] - moments[j] * self_square_[j]);
     }
@@ -121,7 +121,7 @@ class PairSums {
   Eigen::VectorXd xs_, u_, diagonal_;  // x in that order; log (c + x); the pairs' Hessian diagonal
   Eigen::VectorXd self_square_;        // 1 / (c + 2 x)^2
   RowMajorMatrix partner_, own_;      // ranks x variables, in that order
-  RowMajorMatrix inverse_squares_, inverses_;
+  GrowingMatrix inverse_squares_, inverses_;  // active node x variable: 1 / (y + x)^2, 1 / (y + x)
   double gradient_error_ = 0.0;
 };
 

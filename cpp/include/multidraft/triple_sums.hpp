@@ -89,7 +89,7 @@ class TripleSums {
       shifted_points_.interpolate(first_coefficients, second_coefficients, shifted_first, &shifted_second);
       const double* __restrict f1 = shifted_first.data();
       const double* __restrict f2 = shifted_second.data();
-      double* __restrict partner = partners_.row(a).data();
+      double* __restrict partner = partners_.row(a);
       double f = 0.0, s = 0.0, r = 0.0;
 #pragma omp simd reduction(+ : f, s, r)
       for (int k = 0; k < m; ++k) {
@@ -142,9 +142,9 @@ class TripleSums {
     const int m = static_cast<int>(xs_.size());
     Eigen::VectorXd moments(m), node_values, Z1, Z2;
     for (int j = 0; j < m; ++j) moments[j] = qs_[j] * xs_[j] * v[order_[j]];  // q_k z_k
-    scatter_active(pair_active_, partners_ * moments, pair_grid_.nodes(), node_values);
+    scatter_active(pair_active_, partners_.matrix() * moments, pair_grid_.nodes(), node_values);
     pair_points_.interpolate(pair_grid_.coefficients(node_values), Z2);
-    node_values.noalias() = inverse_squares_ * moments;  // every single-grid node is active
+    node_values.noalias() = inverse_squares_.matrix() * moments;  // every single-grid node is active
     double_points_.interpolate(single_grid_.coefficients(node_values), Z1);
     for (int j = 0; j < m; ++j) {
       const double vl = v[order_[j]], z = xs_[j] * vl;
@@ -160,8 +160,8 @@ class TripleSums {
   ChebyshevPoints pair_points_, double_points_, shifted_points_;
   std::vector<int> order_, pair_active_;  // variables by increasing x; occupied pair-grid nodes
   Eigen::VectorXd xs_, qs_, u_;            // x, q in that order; log coordinates of points
-  RowMajorMatrix inverse_squares_;  // single-grid node x variable: 1 / (eta + x_k)^2
-  RowMajorMatrix partners_;         // active pair node x variable: F1_2(xi + x_k) - q_k / (xi + 2 x_k)^2
+  GrowingMatrix inverse_squares_;  // single-grid node x variable: 1 / (eta + x_k)^2
+  GrowingMatrix partners_;         // active pair node x variable: F1_2(xi + x_k) - q_k / (xi + 2 x_k)^2
   Eigen::VectorXd F1_double_, F1_2_double_;  // F1_1 and F1_2 at c + 2 x_l
   Eigen::VectorXd weight_, self_square_, triple_diagonal_;
   double gradient_error_ = 0.0;
