@@ -127,11 +127,11 @@ def test_single_draft_reproduces_the_closed_form(case):
 class CorePlan:
     """The binding's plan with internal options, behind the transport of md.GlobalResolution."""
 
-    def __init__(self, case, tau, **options):
+    def __init__(self, case, tau, max_terms=2e6, **options):
         from multidraft import _core
         self.V = case.V
-        self.core = _core.GlobalResolutionPlan(case.p64, md.draft_scheme(case.q, case.n).q, case.n, tau, 50, 2e6,
-                                               False, **options)
+        self.core = _core.GlobalResolutionPlan(case.p64, md.draft_scheme(case.q, case.n).q, case.n, tau, 50,
+                                               max_terms, False, **options)
         self.alpha, self.alpha_star, self.success = self.core.alpha, self.core.alpha_star, self.core.success
         self.diagnostics = self.core.diagnostics
 
@@ -278,6 +278,31 @@ def test_interpolated_triple_sums_against_enumeration(seed):
         used = used or any(plan.diagnostics[s]["interpolated"] for s in ("outer", "inner"))
         check_against_enumeration(case, plan, tau)
     assert used
+
+
+def test_interpolated_terms_do_not_count_against_the_work_budget():
+    """A flat full vocabulary of 3000 tokens at n = 2 (|T| ~ 2950): 4.4 million pairs, far over
+    max_terms = 1e5, are summed by interpolation; the plan is the one that enumerates them."""
+    from multidraft.bench.distributions import make_pairs
+    p, q = make_pairs("flat", V=3000, k=3000, count=1, seed=3)
+    case = Case("flat-full-vocabulary-3000", p[0], q[0], 2)
+    fast = CorePlan(case, 1e-4, max_terms=1e5)
+    direct = CorePlan(case, 1e-4, max_terms=1e7, interpolation=False)
+    assert fast.success and direct.success
+    assert fast.diagnostics["inner"]["interpolated"] and fast.diagnostics["inner"]["truncation_size"] > 2000
+    assert all(fast.diagnostics[s]["within_budget"] for s in ("outer", "inner"))
+    assert fast.alpha == pytest.approx(direct.alpha, abs=1e-11)
+    assert abs(fast.alpha - fast.alpha_star) <= 10 * 1e-4
+
+
+def test_a_point_that_needs_enumeration_beyond_the_budget_is_refused():
+    """With every point forced onto the stored, shifted path (as beyond |a| = 600), the pairs cannot
+    be interpolated: the solve stops there and reports the budget, not a wrong plan."""
+    rng = np.random.default_rng(12)
+    case = Case("budget", dirichlet(rng, 3000, 1.0), dirichlet(rng, 3000, 1.0), 2)
+    plan = CorePlan(case, 1e-4, max_terms=1e5, unshifted_limit=0.0)
+    assert not plan.success
+    assert not all(plan.diagnostics[s]["within_budget"] for s in ("outer", "inner"))
 
 
 def test_large_vocabulary_bounds_against_exact_plan():

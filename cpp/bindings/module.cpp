@@ -346,7 +346,7 @@ PYBIND11_MODULE(_core, m) {
           objective.target = Eigen::VectorXd::Zero(size);
           const Eigen::VectorXd point = Eigen::Map<const Eigen::VectorXd>(a.data(), size);
           curvature.dense = false;
-          objective.evaluate(point, gradient, curvature);
+          if (!objective.evaluate(point, gradient, curvature)) throw std::runtime_error("over the work budget");
           objective.hessian_times(curvature, Eigen::Map<const Eigen::VectorXd>(v.data(), size), product);
         }
         py::dict out;

@@ -32,9 +32,11 @@ class GlobalResolution(OTLPPlan):
         used_fallback: True when ``fallback=True`` and the bound was not met, in which case
             ``transport`` and ``sample`` use the exact complementary-slackness max-flow plan.
 
-    Options: ``tau`` (> 0), ``max_iterations`` (Newton), ``max_terms`` (work budget per system,
-    grouped terms; T is never capped by size), ``paper_threshold`` (Algorithm 1's 5 tau stopping
-    threshold instead of the corrected 5 tau - 3 eps_T), ``fallback``.
+    Options: ``tau`` (> 0), ``max_iterations`` (Newton), ``max_terms`` (work budget per system:
+    the grouped terms a Newton pass may enumerate; for n = 2 and 3 the full-size terms, summed by
+    interpolation, do not count unless a point needs them enumerated; T is never capped by size),
+    ``paper_threshold`` (Algorithm 1's 5 tau stopping threshold instead of the corrected
+    5 tau - 3 eps_T), ``fallback``.
     """
 
     def __init__(self, p, q, n: int, tau: float = 1e-3, *, fallback: bool = False, max_iterations: int = 50,

@@ -76,6 +76,9 @@ struct ConvexObjective {
   // (n = 3, explicit terms from stored_pairs_begin on, after the singles).
   PairWeights pair_weights;
   std::size_t stored_pairs_begin = 0;
+  // Most implicit terms a pass may enumerate (GlobalResolutionOptions::max_terms): with n = 2, 3
+  // the plan may hold more, to be interpolated; a point where they cannot be is refused.
+  double enumeration_budget = std::numeric_limits<double>::infinity();
 
   double term_count() const { return static_cast<double>(terms.size()) + full.count(); }
 
@@ -100,12 +103,16 @@ struct ConvexObjective {
 
   // Gradient and curvature at a (the Newton loop never needs the value, a logarithm per term;
   // see minimise_newton). A point outside the unshifted range first turns the implicit terms
-  // into explicit ones (rare: Newton iterates stay small).
-  void evaluate(const Eigen::VectorXd& a, Eigen::VectorXd& gradient, Curvature& curvature) {
+  // into explicit ones (rare: Newton iterates stay small). Returns false, computing nothing, when
+  // the implicit terms would have to be enumerated (not interpolated) beyond enumeration_budget.
+  bool evaluate(const Eigen::VectorXd& a, Eigen::VectorXd& gradient, Curvature& curvature) {
     const int m = terms.variables;
     const double largest = m == 0 ? 0.0 : a.cwiseAbs().maxCoeff();
     const bool unshifted = largest <= unshifted_limit;
-    curvature.four_reciprocals = largest <= kFourReciprocalsLimit;
+    curvature.four_reciprocals = unshifted && largest <= kFourReciprocalsLimit;
+    if (unshifted) curvature.power = a.array().exp();
+    curvature.interpolated = !curvature.dense && curvature.four_reciprocals && interpolation_pays(curvature.power);
+    if (!curvature.interpolated && full.count() > enumeration_budget) return false;
     if (!unshifted) materialise_full_subsets();
     gradient = -target;
     if (curvature.dense) curvature.hessian.setZero(m, m);
@@ -113,9 +120,7 @@ struct ConvexObjective {
     curvature.diagonal.setZero(m);
     curvature.accepted = 0.0;
     curvature.gradient_error = 0.0;
-    if (unshifted) curvature.power = a.array().exp();
     const Eigen::VectorXd& power = curvature.power;
-    curvature.interpolated = !curvature.dense && curvature.four_reciprocals && interpolation_pays(power);
     // Interpolating n = 3 also takes the stored pairs (after the singles; see stored_pairs_begin).
     curvature.explicit_terms = curvature.interpolated && full.size == 3 ? stored_pairs_begin : terms.size();
     double local[kMaxTermSize];
@@ -147,7 +152,7 @@ struct ConvexObjective {
         for (std::int64_t l = begin; l < end; ++l) curvature.hessian(u, terms.members[l]) -= w * su * local[l - begin];
       }
     }
-    if (full.empty()) return;
+    if (full.empty()) return true;
     if (curvature.interpolated) {
       const double constant = slack ? 1.0 : 0.0;
       curvature.accepted += curvature.pairs.evaluate(power, pair_weights, constant, gradient, curvature.diagonal);
@@ -157,7 +162,7 @@ struct ConvexObjective {
             curvature.triples.evaluate(power, full.mass, full.scale, constant, gradient, curvature.diagonal);
         curvature.gradient_error += curvature.triples.gradient_error();
       }
-      return;
+      return true;
     }
     FullSubsetGradient pass{power.data(), full.mass.data(), slack ? 1.0 : 0.0, gradient.data(),
                             curvature.diagonal.data(), curvature.dense ? curvature.hessian.data() : nullptr, m};
@@ -172,6 +177,7 @@ struct ConvexObjective {
       curvature.hessian.triangularView<Eigen::StrictlyUpper>() = curvature.hessian.transpose();
       curvature.hessian.diagonal() = curvature.diagonal;  // w s (1 - s) summed over every term
     }
+    return true;
   }
 
   // Whether the pair (n = 2) or pair and triple (n = 3) terms at x = e^a are cheaper summed by
@@ -233,6 +239,7 @@ struct NewtonReport {
   bool interpolated = false;  // Curvature::interpolated at `solution`
   int iterations = 0;
   bool converged = false;
+  bool over_budget = false;  // stopped at a point whose terms could not be interpolated (evaluate)
 };
 
 // Problems with more variables than this use matrix-free conjugate gradients for the Newton
@@ -314,7 +321,13 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   Curvature& curvature = workspace.curvature;
   Curvature& trial_curvature = workspace.trial_curvature;
   curvature.dense = trial_curvature.dense = use_dense_newton(objective, report.solution);
-  objective.evaluate(report.solution, g, curvature);
+  // A point the budget refuses (ConvexObjective::evaluate) ends the solve at the last point
+  // evaluated, whose gradient norm is known; none at the start.
+  if (!objective.evaluate(report.solution, g, curvature)) {
+    report.over_budget = true;
+    report.gradient_l1 = std::numeric_limits<double>::infinity();
+    return report;
+  }
   for (;; ++report.iterations) {
     report.gradient_l1 = g.lpNorm<1>() + curvature.gradient_error;  // a bound on the true one
     report.accepted = curvature.accepted;
@@ -326,7 +339,11 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
     if (report.iterations >= max_iterations) return report;
     if (const double shift = objective.level_shift(g); shift > 0.0) {  // counts as an iteration
       report.solution.array() += shift;
-      objective.evaluate(report.solution, g, curvature);
+      if (!objective.evaluate(report.solution, g, curvature)) {
+        report.solution.array() -= shift;
+        report.over_budget = true;
+        return report;
+      }
       continue;
     }
     Eigen::VectorXd descent = g;
@@ -347,14 +364,15 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
     if (!(slope < 0.0)) return report;  // no descent left at machine precision
 
     Eigen::VectorXd trial = report.solution + d;
-    objective.evaluate(trial, trial_gradient, trial_curvature);
-    for (double step = 0.5; trial_gradient.lpNorm<1>() >= report.gradient_l1 &&
+    report.over_budget = !objective.evaluate(trial, trial_gradient, trial_curvature);
+    for (double step = 0.5; !report.over_budget && trial_gradient.lpNorm<1>() >= report.gradient_l1 &&
                             trial_gradient.dot(d) > kSufficientDecrease * slope;
          step *= 0.5) {
       if (step < 1e-10) return report;
       trial = report.solution + step * d;
-      objective.evaluate(trial, trial_gradient, trial_curvature);
+      report.over_budget = !objective.evaluate(trial, trial_gradient, trial_curvature);
     }
+    if (report.over_budget) return report;
     report.solution = std::move(trial);
     std::swap(g, trial_gradient);
     std::swap(curvature, trial_curvature);  // swaps storage, not contents: no copy

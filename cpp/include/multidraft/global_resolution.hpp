@@ -27,7 +27,7 @@ namespace multidraft {
 struct GlobalResolutionOptions {
   double tau = 1e-3;
   int max_iterations = 50;
-  double max_terms = 2.0e6;       // work budget per convex problem (grouped terms), not a cap on |T|
+  double max_terms = 2.0e6;  // grouped terms a pass may enumerate (interpolated ones are free), not a cap on |T|
   bool paper_threshold = false;  // Algorithm 1's ||grad||_1 <= 5 tau instead of 5 tau - 3 eps_T
   double unshifted_limit = kUnshiftedLimit;  // see ConvexObjective; tests set 0 to force the shifted path
   bool interpolation = true;  // see ConvexObjective; tests turn it off to compare with enumeration
@@ -103,13 +103,17 @@ inline PairWeights pair_weights(const std::vector<double>& q, int n, const std::
 // smaller ones stored, built by depth-first search sharing each parent's polynomial, O(n^2) per
 // subset, with each token's factor coefficients q^d / d! computed once. bases[0] gives the
 // objective's weights, each further base an `extra_weight` vector. Storage is resized, not
-// reallocated, so a reused workspace touches no new memory. Returns false when the number of
-// terms would exceed max_terms (the work budget, implicit terms included).
+// reallocated, so a reused workspace touches no new memory. Returns false when the terms to
+// enumerate would exceed max_terms (the work budget): the stored ones, and the implicit ones
+// unless interpolation may sum them (n = 2, 3; ConvexObjective::evaluate then refuses any point
+// where it cannot).
 inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
                                 double max_terms, ConvexObjective& objective) {
   double count, members;
-  count_small_subsets(static_cast<std::int64_t>(member_mass.size()), n, count, members);
+  const bool interpolable = objective.interpolation && (n == 2 || n == 3);
+  count_small_subsets(static_cast<std::int64_t>(member_mass.size()), interpolable ? n - 1 : n, count, members);
   if (count > max_terms) return false;
+  objective.enumeration_budget = max_terms;
   const int m = static_cast<int>(member_mass.size());
   const int B = static_cast<int>(bases.size());
   const int width = n + 1;
@@ -360,20 +364,19 @@ class GlobalResolutionPlan {
     objective.slack = slack;
     objective.unshifted_limit = options_.unshifted_limit;
     objective.interpolation = options_.interpolation;
+    double count, members;
+    count_small_subsets(m, n_, count, members);
+    report.terms = count;
     if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective)) {
-      double count, members;
-      count_small_subsets(m, n_, count, members);
-      report.terms = count;
       report.within_budget = false;
       report.converged = false;
       return std::vector<double>(m, 0.0);
     }
-    report.terms = objective.term_count();
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
     NewtonReport solved = minimise_newton(objective, warm_start(member_mass, bases[0], targets, slack), report.threshold,
                                           options_.max_iterations, !slack, workspace);
     int iterations = solved.iterations;
-    if (!solved.converged && slack) {  // a warm start deep in a flat region can stall: restart at 0
+    if (!solved.converged && !solved.over_budget && slack) {  // a warm start deep in a flat region can stall: restart at 0
       NewtonReport cold = minimise_newton(objective, Eigen::VectorXd::Zero(m), report.threshold,
                                           options_.max_iterations, !slack, workspace);
       iterations += cold.iterations;
@@ -382,6 +385,7 @@ class GlobalResolutionPlan {
     report.gradient_l1 = solved.gradient_l1;
     report.iterations = iterations;
     report.converged = solved.converged;
+    report.within_budget = !solved.over_budget;
     report.interpolated = solved.interpolated;
     if (acceptance) *acceptance = solved.accepted;
     return std::vector<double>(solved.solution.data(), solved.solution.data() + m);
