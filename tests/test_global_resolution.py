@@ -202,14 +202,14 @@ def test_interpolated_pair_sums_against_enumeration(seed):
 @pytest.mark.parametrize("seed", range(12))
 def test_interpolated_pair_sums_match_the_enumerated_ones(seed):
     """Up to 3000 tokens: interpolated and enumerated pair sums give the same Newton path, alpha and
-    transport (the interpolation's certified relative error is about 1e-13)."""
+    transport (the interpolation's certified relative error is about 1e-10, its actual one 1e-15)."""
     rng = np.random.default_rng(seed)
     case = pair_instance(seed, int(rng.integers(200, 3001)))
     for tau in (1e-3, 1e-4):
-        fast, direct = CorePlan(case, tau), CorePlan(case, tau, interpolation=False)
+        fast, direct = CorePlan(case, tau), CorePlan(case, tau, max_terms=1e7, interpolation=False)
         for name in ("outer", "inner"):
             a, b = fast.diagnostics[name], direct.diagnostics[name]
-            assert not b["interpolated"]
+            assert not b["interpolated"] and a["within_budget"] and b["within_budget"]
             assert (a["truncation_size"], a["iterations"]) == (b["truncation_size"], b["iterations"])
             assert a["gradient_l1"] == pytest.approx(b["gradient_l1"], rel=1e-6, abs=1e-8)  # + certified error
         assert fast.alpha == pytest.approx(direct.alpha, abs=1e-11)
