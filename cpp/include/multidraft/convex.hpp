@@ -321,8 +321,7 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   Curvature& curvature = workspace.curvature;
   Curvature& trial_curvature = workspace.trial_curvature;
   curvature.dense = trial_curvature.dense = use_dense_newton(objective, report.solution);
-  // A point the budget refuses (ConvexObjective::evaluate) ends the solve at the last point
-  // evaluated, whose gradient norm is known; none at the start.
+  // A start the budget refuses (ConvexObjective::evaluate) ends the solve (no gradient known).
   if (!objective.evaluate(report.solution, g, curvature)) {
     report.over_budget = true;
     report.gradient_l1 = std::numeric_limits<double>::infinity();
@@ -339,12 +338,9 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
     if (report.iterations >= max_iterations) return report;
     if (const double shift = objective.level_shift(g); shift > 0.0) {  // counts as an iteration
       report.solution.array() += shift;
-      if (!objective.evaluate(report.solution, g, curvature)) {
-        report.solution.array() -= shift;
-        report.over_budget = true;
-        return report;
-      }
-      continue;
+      if (objective.evaluate(report.solution, g, curvature)) continue;
+      report.solution.array() -= shift;  // refused by the budget: a Newton step from where we were
+      objective.evaluate(report.solution, g, curvature);  // accepted before, so accepted again
     }
     Eigen::VectorXd descent = g;
     if (gauge) descent.array() -= descent.mean();
@@ -363,16 +359,20 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
     const double slope = g.dot(d);
     if (!(slope < 0.0)) return report;  // no descent left at machine precision
 
+    // A trial point the budget refuses (its terms cannot be interpolated) is backtracked like one
+    // that does not decrease enough.
     Eigen::VectorXd trial = report.solution + d;
-    report.over_budget = !objective.evaluate(trial, trial_gradient, trial_curvature);
-    for (double step = 0.5; !report.over_budget && trial_gradient.lpNorm<1>() >= report.gradient_l1 &&
-                            trial_gradient.dot(d) > kSufficientDecrease * slope;
+    bool evaluated = objective.evaluate(trial, trial_gradient, trial_curvature);
+    for (double step = 0.5; !evaluated || (trial_gradient.lpNorm<1>() >= report.gradient_l1 &&
+                                           trial_gradient.dot(d) > kSufficientDecrease * slope);
          step *= 0.5) {
-      if (step < 1e-10) return report;
+      if (step < 1e-10) {
+        report.over_budget = !evaluated;
+        return report;
+      }
       trial = report.solution + step * d;
-      report.over_budget = !objective.evaluate(trial, trial_gradient, trial_curvature);
+      evaluated = objective.evaluate(trial, trial_gradient, trial_curvature);
     }
-    if (report.over_budget) return report;
     report.solution = std::move(trial);
     std::swap(g, trial_gradient);
     std::swap(curvature, trial_curvature);  // swaps storage, not contents: no copy
