@@ -327,6 +327,11 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
     report.gradient_l1 = std::numeric_limits<double>::infinity();
     return report;
   }
+  // Stagnation: damped Newton on a convex objective keeps lowering ||g||_1; when kStagnationWindow
+  // iterations lowered it by less than 1% the iterates are stuck (against the interpolation's
+  // |a| <= 150 when the budget forbids enumerating), and more iterations only cost time.
+  constexpr int kStagnationWindow = 4;
+  std::vector<double> history;
   for (;; ++report.iterations) {
     report.gradient_l1 = g.lpNorm<1>() + curvature.gradient_error;  // a bound on the true one
     report.accepted = curvature.accepted;
@@ -336,6 +341,10 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
       return report;
     }
     if (report.iterations >= max_iterations) return report;
+    history.push_back(report.gradient_l1);
+    if (history.size() > kStagnationWindow &&
+        report.gradient_l1 > 0.99 * history[history.size() - 1 - kStagnationWindow])
+      return report;
     if (const double shift = objective.level_shift(g); shift > 0.0) {  // counts as an iteration
       report.solution.array() += shift;
       if (objective.evaluate(report.solution, g, curvature)) continue;
