@@ -228,6 +228,19 @@ class ChebyshevPoints {
   std::vector<double> local_;
 };
 
+// Covers the points y_j = c + x_j (x increasing, m >= 1) with pieces and places them there;
+// returns the nodes of the occupied pieces. u receives the log coordinates log y_j.
+inline std::vector<int> cover_and_place(double c, const double* x, int m, Eigen::VectorXd& u, ChebyshevPieces& grid,
+                                        ChebyshevPoints& points) {
+  u.resize(m);
+  double* __restrict logs = u.data();
+#pragma omp simd
+  for (int j = 0; j < m; ++j) logs[j] = log_positive(c + x[j]);
+  grid.cover(logs[0], logs[m - 1]);
+  points.place(grid, logs, m);
+  return grid.active_nodes();
+}
+
 // A permutation sorting x increasingly, refreshed from the previous one by insertion (Newton
 // iterates keep most of their order), or by a full sort when that would take long.
 inline void sort_increasing(const Eigen::VectorXd& x, std::vector<int>& order) {

@@ -48,7 +48,6 @@ class PairSums {
     const int m = static_cast<int>(x.size()), R = weights.ranks();
     sort_increasing(x, order_);
     xs_.resize(m);
-    u_.resize(m);
     partner_.resize(R, m);
     own_.resize(R, m);
     for (int j = 0; j < m; ++j) {
@@ -56,12 +55,7 @@ class PairSums {
       for (int r = 0; r < R; ++r) partner_(r, j) = weights.partner[r][order_[j]], own_(r, j) = weights.own[r][order_[j]];
     }
     const double* __restrict xs = xs_.data();
-    double* __restrict u = u_.data();
-#pragma omp simd
-    for (int j = 0; j < m; ++j) u[j] = log_positive(c + xs[j]);
-    grid_.cover(u_[0], u_[m - 1]);
-    points_.place(grid_, u_.data(), m);
-    active_ = grid_.active_nodes();
+    active_ = cover_and_place(c, xs, m, u_, grid_, points_);
     // F_r(y) = sum_k partner_r(k) / (y + x_k) and F2_r with the squares, at the nodes.
     Eigen::VectorXd first, second;
     const Eigen::VectorXd partner0 = partner_.row(0).transpose();

@@ -46,17 +46,12 @@ class TripleSums {
     sort_increasing(x, order_);
     xs_.resize(m);
     qs_.resize(m);
-    u_.resize(m);
     for (int j = 0; j < m; ++j) xs_[j] = x[order_[j]], qs_[j] = q[order_[j]];
     const double* __restrict xs = xs_.data();
     const double* __restrict qs = qs_.data();
-    double* __restrict u = u_.data();
     // The points y_l on the pair grid; its occupied nodes xi decide the shifted points xi + x_k.
-#pragma omp simd
-    for (int j = 0; j < m; ++j) u[j] = log_positive(c + xs[j]);
-    pair_grid_.cover(u_[0], u_[m - 1]);
-    pair_points_.place(pair_grid_, u_.data(), m);
-    pair_active_ = pair_grid_.active_nodes();
+    pair_active_ = cover_and_place(c, xs, m, u_, pair_grid_, pair_points_);
+    double* __restrict u = u_.data();
     const int shifts = static_cast<int>(pair_active_.size());
     double xi_low = pair_grid_.node_y(pair_active_.front()), xi_high = xi_low;
     for (int j : pair_active_) {
