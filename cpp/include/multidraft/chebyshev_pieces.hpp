@@ -228,19 +228,6 @@ class ChebyshevPoints {
   std::vector<double> local_;
 };
 
-// Covers the points y_j = c + x_j (x increasing, m >= 1) with pieces and places them there;
-// returns the nodes of the occupied pieces. u receives the log coordinates log y_j.
-inline std::vector<int> cover_and_place(double c, const double* x, int m, Eigen::VectorXd& u, ChebyshevPieces& grid,
-                                        ChebyshevPoints& points) {
-  u.resize(m);
-  double* __restrict logs = u.data();
-#pragma omp simd
-  for (int j = 0; j < m; ++j) logs[j] = log_positive(c + x[j]);
-  grid.cover(logs[0], logs[m - 1]);
-  points.place(grid, logs, m);
-  return grid.active_nodes();
-}
-
 // A permutation sorting x increasingly, refreshed from the previous one by insertion (Newton
 // iterates keep most of their order), or by a full sort when that would take long.
 inline void sort_increasing(const Eigen::VectorXd& x, std::vector<int>& order) {
@@ -260,6 +247,32 @@ inline void sort_increasing(const Eigen::VectorXd& x, std::vector<int>& order) {
   }
   std::sort(order.begin(), order.end(), [&](int a, int b) { return x[a] < x[b]; });
 }
+
+// The variables sorted by x and their points y_j = c + x_j placed on a grid covering them: where
+// PairSums and TripleSums both start, computed once per evaluation (ConvexObjective::evaluate).
+struct SortedPoints {
+  std::vector<int> order;   // variables by increasing x
+  Eigen::VectorXd x, u;     // x in that order; log (c + x)
+  ChebyshevPieces grid;
+  ChebyshevPoints points;
+  std::vector<int> active;  // nodes of the occupied pieces
+
+  void place(const Eigen::VectorXd& power, double c) {
+    const int m = static_cast<int>(power.size());
+    sort_increasing(power, order);
+    x.resize(m);
+    u.resize(m);
+    for (int j = 0; j < m; ++j) x[j] = power[order[j]];
+    const double* __restrict xs = x.data();
+    double* __restrict logs = u.data();
+#pragma omp simd
+    for (int j = 0; j < m; ++j) logs[j] = log_positive(c + xs[j]);
+    grid.cover(logs[0], logs[m - 1]);
+    points.place(grid, logs, m);
+    active = grid.active_nodes();
+  }
+  int size() const { return static_cast<int>(x.size()); }
+};
 
 // The Stieltjes transforms of the point masses q_k at x_k at the nodes of the occupied pieces:
 // first_j = sum_k q_k / (y_j + x_k), second_j = sum_k q_k / (y_j + x_k)^2 (0 at other nodes).

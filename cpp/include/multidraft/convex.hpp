@@ -53,6 +53,7 @@ struct Curvature {
   // n = 2 or 3: the implicit terms were summed by interpolation (pair_sums.hpp, triple_sums.hpp),
   // not enumerated; then the gradient carries an error of at most gradient_error in L1 norm.
   bool interpolated = false;
+  SortedPoints sorted;  // shared by pairs and triples
   PairSums pairs;
   TripleSums triples;
   double gradient_error = 0.0;
@@ -155,11 +156,13 @@ struct ConvexObjective {
     if (full.empty()) return true;
     if (curvature.interpolated) {
       const double constant = slack ? 1.0 : 0.0;
-      curvature.accepted += curvature.pairs.evaluate(power, pair_weights, constant, gradient, curvature.diagonal);
+      curvature.sorted.place(power, constant);
+      curvature.accepted +=
+          curvature.pairs.evaluate(curvature.sorted, pair_weights, constant, gradient, curvature.diagonal);
       curvature.gradient_error = curvature.pairs.gradient_error();
       if (full.size == 3) {
-        curvature.accepted +=
-            curvature.triples.evaluate(power, full.mass, full.scale, constant, gradient, curvature.diagonal);
+        curvature.accepted += curvature.triples.evaluate(curvature.sorted, full.mass, full.scale, constant, gradient,
+                                                         curvature.diagonal);
         curvature.gradient_error += curvature.triples.gradient_error();
       }
       return true;
@@ -205,8 +208,8 @@ struct ConvexObjective {
       }
     }
     if (curvature.interpolated) {
-      curvature.pairs.hessian_times(v, out);
-      if (full.size == 3) curvature.triples.hessian_times(v, out);
+      curvature.pairs.hessian_times(curvature.sorted, v, out);
+      if (full.size == 3) curvature.triples.hessian_times(curvature.sorted, v, out);
       return;
     }
     FullSubsetHessianTimes pass{curvature.power.data(), full.mass.data(), slack ? 1.0 : 0.0, v.data(), out.data()};

@@ -48,27 +48,6 @@ struct SystemReport {
   double deviation_bound() const { return gradient_l1 + 3.0 * truncation_error; }
 };
 
-// Reorders stored terms of sizes 1 and 2 (n = 3) so that the singles come first; returns their
-// count. The pairs behind them can then be left to interpolation (ConvexObjective).
-inline std::size_t singles_first(GroupedTerms& terms) {
-  GroupedTerms sorted;
-  sorted.variables = terms.variables;
-  sorted.extra_weight.resize(terms.extra_weight.size());
-  std::size_t singles = 0;
-  for (int size = 1; size <= 2; ++size)
-    for (std::size_t k = 0; k < terms.size(); ++k) {
-      if (terms.offsets[k + 1] - terms.offsets[k] != size) continue;
-      sorted.members.insert(sorted.members.end(), terms.members.begin() + terms.offsets[k],
-                            terms.members.begin() + terms.offsets[k + 1]);
-      sorted.offsets.push_back(static_cast<std::int64_t>(sorted.members.size()));
-      sorted.weight.push_back(terms.weight[k]);
-      for (std::size_t b = 0; b < terms.extra_weight.size(); ++b) sorted.extra_weight[b].push_back(terms.extra_weight[b][k]);
-      singles += size == 1;
-    }
-  terms = std::move(sorted);
-  return singles;
-}
-
 // The pair terms' weights in product form (PairWeights) for interpolation: n = 2, the full-size
 // pairs, w = 2 q_k q_l for every base; n = 3, the stored pairs, Appendix K's
 // 3! [x^3] e^{b x} (e^{q_k x} - 1)(e^{q_l x} - 1) = 6 b q_k q_l + 3 q_k^2 q_l + 3 q_k q_l^2
@@ -147,8 +126,10 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   std::vector<int> current;
   std::size_t written = 0, member_end = 0;
   std::vector<double> top(B);
-  auto recurse = [&](auto&& self, int start, int depth) -> void {
-    const bool leaf = depth + 1 == stored_size;  // leaves need only the degree-n coefficient
+  // Terms of one size at a time (size-major order: the n = 3 pairs follow all the singles, so
+  // interpolation can take them over; prefixes are recomputed per size, a lower-order cost).
+  auto recurse = [&](auto&& self, int start, int depth, int size) -> void {
+    const bool leaf = depth + 1 == size;  // leaves need only the degree-n coefficient
     for (int k = start; k < m; ++k) {
       current.push_back(k);
       const double* f = &factor[k * width];
@@ -164,23 +145,25 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
         top[b] = out[n] * n_factorial;
         positive = positive || top[b] > 0.0;
       }
-      if (positive) {
+      if (leaf && positive) {
         for (int member : current) terms.members[member_end++] = member;
         terms.offsets[written + 1] = static_cast<std::int64_t>(member_end);
         for (int b = 1; b < B; ++b) terms.extra_weight[b - 1][written] = top[b];
         terms.weight[written++] = top[0];
       }
-      if (!leaf) self(self, k + 1, depth + 1);
+      if (!leaf) self(self, k + 1, depth + 1, size);
       current.pop_back();
     }
   };
-  if (stored_size > 0) recurse(recurse, 0, 0);
+  objective.stored_pairs_begin = 0;
+  for (int size = 1; size <= stored_size; ++size) {
+    recurse(recurse, 0, 0, size);
+    if (size == 1) objective.stored_pairs_begin = written;  // n = 3: the singles
+  }
   terms.offsets.resize(written + 1);
   terms.members.resize(member_end);
   terms.weight.resize(written);
   for (auto& w : terms.extra_weight) w.resize(written);
-  objective.stored_pairs_begin = written;
-  if (n == 3) objective.stored_pairs_begin = singles_first(terms);
   objective.pair_weights = pair_weights(member_mass, n, bases);
   return true;
 }

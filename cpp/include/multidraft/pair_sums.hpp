@@ -40,68 +40,65 @@ class PairSums {
     return m > 30 + ChebyshevPieces::pieces_for(u_span) * ChebyshevPieces::kNodes / 2;
   }
 
-  // Adds the pair terms to the gradient and Hessian diagonal at x = e^a; returns their accepted
-  // mass sum_U w'_U X_U / (c + X_U) = sum_l x_l sum_r accepted_r(l) A_l^r. Works on the
-  // variables sorted by x (ChebyshevPoints takes increasing points).
-  double evaluate(const Eigen::VectorXd& x, const PairWeights& weights, double c, Eigen::VectorXd& gradient,
+  // Adds the pair terms to the gradient and Hessian diagonal at the sorted points' x = e^a;
+  // returns their accepted mass sum_U w'_U X_U / (c + X_U) = sum_l x_l sum_r accepted_r(l) A_l^r.
+  double evaluate(const SortedPoints& sorted, const PairWeights& weights, double c, Eigen::VectorXd& gradient,
                   Eigen::VectorXd& diagonal) {
-    const int m = static_cast<int>(x.size()), R = weights.ranks();
-    sort_increasing(x, order_);
-    xs_.resize(m);
+    const int m = sorted.size(), R = weights.ranks();
+    const std::vector<int>& order = sorted.order;
+    const double* __restrict xs = sorted.x.data();
     partner_.resize(R, m);
     own_.resize(R, m);
-    for (int j = 0; j < m; ++j) {
-      xs_[j] = x[order_[j]];
-      for (int r = 0; r < R; ++r) partner_(r, j) = weights.partner[r][order_[j]], own_(r, j) = weights.own[r][order_[j]];
-    }
-    const double* __restrict xs = xs_.data();
-    active_ = cover_and_place(c, xs, m, u_, grid_, points_);
+    for (int j = 0; j < m; ++j)
+      for (int r = 0; r < R; ++r) partner_(r, j) = weights.partner[r][order[j]], own_(r, j) = weights.own[r][order[j]];
     // F_r(y) = sum_k partner_r(k) / (y + x_k) and F2_r with the squares, at the nodes.
     Eigen::VectorXd first, second;
     const Eigen::VectorXd partner0 = partner_.row(0).transpose();
-    stieltjes_at_nodes(grid_, active_, xs, partner0.data(), m, first, second, inverse_squares_,
+    stieltjes_at_nodes(sorted.grid, sorted.active, xs, partner0.data(), m, first, second, inverse_squares_,
                        R > 1 ? &inverses_ : nullptr);
     diagonal_.setZero(m);
-    self_square_.resize(m);
-    for (int j = 0; j < m; ++j) self_square_[j] = 1.0 / ((c + 2.0 * xs[j]) * (c + 2.0 * xs[j]));
+    self_.resize(m);
+    for (int j = 0; j < m; ++j) self_[j] = 1.0 / (c + 2.0 * xs[j]);  // the k = l term, not a pair
     double accepted = 0.0, bound_base = 0.0;
     Eigen::VectorXd F, F2;
     for (int r = 0; r < R; ++r) {
       if (r > 0) {
         const Eigen::VectorXd partner = partner_.row(r).transpose();
-        scatter_active(active_, inverses_.matrix() * partner, grid_.nodes(), first);
-        scatter_active(active_, inverse_squares_.matrix() * partner, grid_.nodes(), second);
+        scatter_active(sorted.active, inverses_.matrix() * partner, sorted.grid.nodes(), first);
+        scatter_active(sorted.active, inverse_squares_.matrix() * partner, sorted.grid.nodes(), second);
       }
-      points_.interpolate(grid_.coefficients(first), grid_.coefficients(second), F, &F2);
+      sorted.points.interpolate(sorted.grid.coefficients(first), sorted.grid.coefficients(second), F, &F2);
       for (int j = 0; j < m; ++j) {
-        const double self = 1.0 / (c + 2.0 * xs[j]);  // the k = l term, not a pair
-        const double A = F[j] - partner_(r, j) * self, B = F2[j] - partner_(r, j) * self * self;
+        const double A = F[j] - partner_(r, j) * self_[j], B = F2[j] - partner_(r, j) * self_[j] * self_[j];
         const double own = own_(r, j) * xs[j];
-        gradient[order_[j]] += own * A;
+        gradient[order[j]] += own * A;
         diagonal_[j] += own * (A - xs[j] * B);
-        accepted += weights.accepted[r][order_[j]] * xs[j] * A;
+        accepted += weights.accepted[r][order[j]] * xs[j] * A;
         bound_base += std::abs(own) * F[j];
       }
     }
-    for (int j = 0; j < m; ++j) diagonal[order_[j]] += diagonal_[j];
+    for (int j = 0; j < m; ++j) diagonal[order[j]] += diagonal_[j];
     // |error of A_l^r| <= eps F_r(y_l)(true) <= eps / (1 - eps) F_r(y_l)(interpolated).
     static const double eps = ChebyshevPieces::relative_error(1);
     gradient_error_ = eps / (1.0 - eps) * bound_base;
     return accepted;
   }
 
-  // out += (pair terms' Hessian) v: out_l += diagonal_l v_l - x_l sum_r own_r(l) C_l^r, with
-  // C_l^r = G_r(y_l) - partner_r(l) x_l v_l / (c + 2 x_l)^2, G_r(y) = sum_k partner_r(k) x_k v_k / (y + x_k)^2.
-  void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
-    const int m = static_cast<int>(xs_.size()), R = static_cast<int>(partner_.rows());
+  // out += (pair terms' Hessian) v at the points of the last evaluate: out_l += diagonal_l v_l -
+  // x_l sum_r own_r(l) C_l^r, C_l^r = G_r(y_l) - partner_r(l) x_l v_l / (c + 2 x_l)^2,
+  // G_r(y) = sum_k partner_r(k) x_k v_k / (y + x_k)^2.
+  void hessian_times(const SortedPoints& sorted, const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+    const int m = sorted.size(), R = static_cast<int>(partner_.rows());
+    const std::vector<int>& order = sorted.order;
     Eigen::VectorXd z(m), moments(m), node_values, G;
-    for (int j = 0; j < m; ++j) z[j] = xs_[j] * v[order_[j]];
-    for (int j = 0; j < m; ++j) out[order_[j]] += diagonal_[j] * v[order_[j]];
+    for (int j = 0; j < m; ++j) z[j] = sorted.x[j] * v[order[j]];
+    for (int j = 0; j < m; ++j) out[order[j]] += diagonal_[j] * v[order[j]];
     for (int r = 0; r < R; ++r) {
       moments = partner_.row(r).transpose().cwiseProduct(z);
-      scatter_active(active_, inverse_squares_.matrix() * moments, grid_.nodes(), node_values);
-      points_.interpolate(grid_.coefficients(node_values), G);
-      for (int j = 0; j < m; ++j) out[order_[j]] -= own_(r, j) * xs_[j] * (G[j] - moments[j] * self_square_[j]);
+      scatter_active(sorted.active, inverse_squares_.matrix() * moments, sorted.grid.nodes(), node_values);
+      sorted.points.interpolate(sorted.grid.coefficients(node_values), G);
+      for (int j = 0; j < m; ++j)
+        out[order[j]] -= own_(r, j) * sorted.x[j] * (G[j] - moments[j] * self_[j] * self_[j]);
     }
   }
 
@@ -109,12 +106,9 @@ class PairSums {
   double gradient_error() const { return gradient_error_; }
 
  private:
-  ChebyshevPieces grid_;
-  ChebyshevPoints points_;
-  std::vector<int> order_, active_;  // variables by increasing x; nodes of occupied pieces
-  Eigen::VectorXd xs_, u_, diagonal_;  // x in that order; log (c + x); the pairs' Hessian diagonal
-  Eigen::VectorXd self_square_;        // 1 / (c + 2 x)^2
-  RowMajorMatrix partner_, own_;      // ranks x variables, in that order
+  // All in the order of SortedPoints::order.
+  Eigen::VectorXd diagonal_, self_;  // the pairs' Hessian diagonal; 1 / (c + 2 x)
+  RowMajorMatrix partner_, own_;     // ranks x variables
   GrowingMatrix inverse_squares_, inverses_;  // active node x variable: 1 / (y + x)^2, 1 / (y + x)
   double gradient_error_ = 0.0;
 };

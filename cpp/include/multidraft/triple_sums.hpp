@@ -40,23 +40,23 @@ class TripleSums {
   // x = e^a; returns their accepted mass sum_U w_U X_U / (c + X_U) = sum_l w_l A_l. Works on
   // the variables sorted by x: every set of points (c + x_l, c + 2 x_l, xi + x_k) is then
   // increasing, as ChebyshevPoints needs.
-  double evaluate(const Eigen::VectorXd& x, const std::vector<double>& q, double scale, double c,
+  double evaluate(const SortedPoints& sorted, const std::vector<double>& q, double scale, double c,
                   Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
-    const int m = static_cast<int>(x.size());
-    sort_increasing(x, order_);
-    xs_.resize(m);
+    const int m = sorted.size();
+    const std::vector<int>& order = sorted.order;
+    const std::vector<int>& pair_active = sorted.active;  // the points y_l on the pair grid
     qs_.resize(m);
-    for (int j = 0; j < m; ++j) xs_[j] = x[order_[j]], qs_[j] = q[order_[j]];
-    const double* __restrict xs = xs_.data();
+    u_.resize(m);
+    for (int j = 0; j < m; ++j) qs_[j] = q[order[j]];
+    const double* __restrict xs = sorted.x.data();
     const double* __restrict qs = qs_.data();
-    // The points y_l on the pair grid; its occupied nodes xi decide the shifted points xi + x_k.
-    pair_active_ = cover_and_place(c, xs, m, u_, pair_grid_, pair_points_);
     double* __restrict u = u_.data();
-    const int shifts = static_cast<int>(pair_active_.size());
-    double xi_low = pair_grid_.node_y(pair_active_.front()), xi_high = xi_low;
-    for (int j : pair_active_) {
-      xi_low = std::min(xi_low, pair_grid_.node_y(j));
-      xi_high = std::max(xi_high, pair_grid_.node_y(j));
+    // The occupied pair-grid nodes xi decide the shifted points xi + x_k.
+    const int shifts = static_cast<int>(pair_active.size());
+    double xi_low = sorted.grid.node_y(pair_active.front()), xi_high = xi_low;
+    for (int j : pair_active) {
+      xi_low = std::min(xi_low, sorted.grid.node_y(j));
+      xi_high = std::max(xi_high, sorted.grid.node_y(j));
     }
     // The single grid covers c + 2 x_l and xi + x_k; all its nodes get values.
 #pragma omp simd
@@ -72,12 +72,12 @@ class TripleSums {
     double_points_.interpolate(first_coefficients, second_coefficients, F1_double_, &F1_2_double_);
 
     // F2_p at the occupied pair nodes, one node's m shifted points at a time.
-    Eigen::VectorXd pair_first = Eigen::VectorXd::Zero(pair_grid_.nodes()), pair_second = pair_first,
+    Eigen::VectorXd pair_first = Eigen::VectorXd::Zero(sorted.grid.nodes()), pair_second = pair_first,
                     with_repeats = pair_first, shifted_first, shifted_second;
     partners_.resize(shifts, m);
     for (int a = 0; a < shifts; ++a) {
-      const int j = pair_active_[a];
-      const double xi = pair_grid_.node_y(j);
+      const int j = pair_active[a];
+      const double xi = sorted.grid.node_y(j);
 #pragma omp simd
       for (int k = 0; k < m; ++k) u[k] = log_positive(xi + xs[k]);
       shifted_points_.place(single_grid_, u_.data(), m);
@@ -99,14 +99,14 @@ class TripleSums {
       with_repeats[j] = 0.5 * r;
     }
     Eigen::VectorXd F2, F2_2;
-    pair_points_.interpolate(pair_grid_.coefficients(pair_first), pair_grid_.coefficients(pair_second), F2, &F2_2);
+    sorted.points.interpolate(sorted.grid.coefficients(pair_first), sorted.grid.coefficients(pair_second), F2, &F2_2);
 
     // Error bound. F1 at a point errs by at most eps F1 (relative_error), so a pair node value by
     // at most eps times with_repeats (the same sum without the subtracted k = k' terms), and the
     // interpolant of F2 at y_l by eps F2(y_l) + Lebesgue * eps * max of with_repeats on its piece.
     static const double eps = ChebyshevPieces::relative_error(1);
-    std::vector<double> piece_noise(pair_grid_.pieces(), 0.0);
-    for (int j : pair_active_) {
+    std::vector<double> piece_noise(sorted.grid.pieces(), 0.0);
+    for (int j : pair_active) {
       double& noise = piece_noise[j / ChebyshevPieces::kNodes];
       noise = std::max(noise, with_repeats[j]);
     }
@@ -122,10 +122,10 @@ class TripleSums {
       const double B = F2_2[j] - qs[j] * F1_2_double_[j] + q2 * self_square_[j];
       weight_[j] = scale * qs[j] * xs[j];
       triple_diagonal_[j] = weight_[j] * (A - xs[j] * B);
-      gradient[order_[j]] += weight_[j] * A;
-      diagonal[order_[j]] += triple_diagonal_[j];
+      gradient[order[j]] += weight_[j] * A;
+      diagonal[order[j]] += triple_diagonal_[j];
       accepted += weight_[j] * A;
-      bound += weight_[j] * (std::abs(F2[j]) + ChebyshevPieces::kLebesgue * piece_noise[pair_points_.piece(j)] +
+      bound += weight_[j] * (std::abs(F2[j]) + ChebyshevPieces::kLebesgue * piece_noise[sorted.points.piece(j)] +
                              qs[j] * std::abs(F1_double_[j]));
     }
     gradient_error_ = 1.01 * eps * bound;  // 1.01: the bound uses interpolated, not exact, values
@@ -133,28 +133,29 @@ class TripleSums {
   }
 
   // out += (triple terms' Hessian) v (see the header comment).
-  void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
-    const int m = static_cast<int>(xs_.size());
+  void hessian_times(const SortedPoints& sorted, const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+    const int m = sorted.size();
+    const std::vector<int>& order = sorted.order;
     Eigen::VectorXd moments(m), node_values, Z1, Z2;
-    for (int j = 0; j < m; ++j) moments[j] = qs_[j] * xs_[j] * v[order_[j]];  // q_k z_k
-    scatter_active(pair_active_, partners_.matrix() * moments, pair_grid_.nodes(), node_values);
-    pair_points_.interpolate(pair_grid_.coefficients(node_values), Z2);
+    for (int j = 0; j < m; ++j) moments[j] = qs_[j] * sorted.x[j] * v[order[j]];  // q_k z_k
+    scatter_active(sorted.active, partners_.matrix() * moments, sorted.grid.nodes(), node_values);
+    sorted.points.interpolate(sorted.grid.coefficients(node_values), Z2);
     node_values.noalias() = inverse_squares_.matrix() * moments;  // every single-grid node is active
     double_points_.interpolate(single_grid_.coefficients(node_values), Z1);
     for (int j = 0; j < m; ++j) {
-      const double vl = v[order_[j]], z = xs_[j] * vl;
+      const double vl = v[order[j]], z = sorted.x[j] * vl;
       const double C = Z2[j] - qs_[j] * z * F1_2_double_[j] - qs_[j] * Z1[j] + 2.0 * qs_[j] * moments[j] * self_square_[j];
-      out[order_[j]] += triple_diagonal_[j] * vl - weight_[j] * C;
+      out[order[j]] += triple_diagonal_[j] * vl - weight_[j] * C;
     }
   }
 
   double gradient_error() const { return gradient_error_; }
 
  private:
-  ChebyshevPieces pair_grid_, single_grid_;
-  ChebyshevPoints pair_points_, double_points_, shifted_points_;
-  std::vector<int> order_, pair_active_;  // variables by increasing x; occupied pair-grid nodes
-  Eigen::VectorXd xs_, qs_, u_;            // x, q in that order; log coordinates of points
+  // The pair grid is the SortedPoints' one; the single grid covers c + 2 x_l and xi + x_k.
+  ChebyshevPieces single_grid_;
+  ChebyshevPoints double_points_, shifted_points_;
+  Eigen::VectorXd qs_, u_;  // q in the sorted order; log coordinates of points (scratch)
   GrowingMatrix inverse_squares_;  // single-grid node x variable: 1 / (eta + x_k)^2
   GrowingMatrix partners_;         // active pair node x variable: F1_2(xi + x_k) - q_k / (xi + 2 x_k)^2
   Eigen::VectorXd F1_double_, F1_2_double_;  // F1_1 and F1_2 at c + 2 x_l
