@@ -236,8 +236,10 @@ class VerifierConfig:
 
     @property
     def marginal_tolerance(self):
-        """Exact verifiers meet p to TOL; Global Resolution to its Lemma 6.6 bound, 15 tau."""
-        return 15 * dict(self.options)["tau"] if self.name == "global_resolution" else TOL
+        """Every verifier meets p to TOL, Global Resolution included (exact by default); its raw
+        plan (exact=False) only to the Lemma 6.6 bound, 15 tau."""
+        options = dict(self.options)
+        return 15 * options["tau"] if self.name == "global_resolution" and options.get("exact") is False else TOL
 
     @property
     def id(self):
@@ -265,6 +267,7 @@ def verifier_configs():
             configs.append(VerifierConfig(name, (("scheme", "iid"), ("truncation", 1))))
         elif name == "global_resolution":
             configs += [VerifierConfig(name, (("tau", tau),)) for tau in (1e-3, 1e-6)]
+            configs.append(VerifierConfig(name, (("tau", 1e-3), ("exact", False))))
         else:
             configs.append(VerifierConfig(name))
     return configs

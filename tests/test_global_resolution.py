@@ -1,8 +1,10 @@
-"""Global Resolution (seed 000 §6, Algorithm 1) against the exact oracle, by enumeration.
+"""Global Resolution ([GR] §6, Algorithm 1) against the exact oracle, by enumeration.
 
-Whenever ``success`` is true the assembled transport must meet p within 15 tau in L1 and its
-acceptance must be within 10 tau of alpha*; ``success`` is false only when the bound really was
-not met; the fallback path is exactly lossless. p = TARGET, q = DRAFT.
+The default (exact) plan must meet p to 1e-9 in L1 on every instance, with an acceptance between
+alpha* - acceptance_bound and alpha*. The raw plan (exact=False): whenever ``success`` is true
+its transport must meet p within 15 tau in L1 and its acceptance must be within 10 tau of
+alpha*; ``success`` is false only when the bound really was not met; the fallback path is
+exactly lossless. p = TARGET, q = DRAFT.
 """
 import numpy as np
 import pytest
@@ -42,16 +44,34 @@ def enumerate_plan(case, plan):
         for j in range(i):
             first[:, i] &= tuples[:, i] != tuples[:, j]
     accepted = (probs[:, None] * first * np.take_along_axis(laws, tuples, axis=1)).sum()
-    return np.abs(probs @ laws - case.p64).sum(), accepted
+    return np.abs(probs @ laws - case.p64 / case.p64.sum()).sum(), accepted  # the package samples p / sum(p)
 
 
+def check_exact_plan(case, plan, l1, accepted):
+    """The exact plan: the output law is p (beyond rounding, up to the interpolation's certified
+    error), alpha is the probability that a proposal is kept (a residual draw may also hit a
+    draft), and 0 <= alpha* - alpha <= acceptance_bound (the bound derived in global_resolution.hpp)."""
+    assert plan.exact
+    assert l1 <= TOL  # the certified law_error_bound of interpolated sums (<= 1e-8) is never reached
+    assert plan.law_error_bound <= 1e-8
+    assert plan.alpha <= accepted + 1e-12
+    assert accepted <= plan.alpha_star + TOL
+    assert -1e-12 <= plan.alpha_star - plan.alpha <= plan.acceptance_bound + 1e-12
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "raw"])
 @pytest.mark.parametrize("tau", [1e-2, 1e-3, 1e-4])
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_bounds_hold_whenever_success(case, tau):
-    plan = md.GlobalResolution(case.p, case.q, case.n, tau=tau)
+def test_bounds_hold_whenever_success(case, tau, exact):
+    plan = md.GlobalResolution(case.p, case.q, case.n, tau=tau, exact=exact)
     l1, accepted = enumerate_plan(case, plan)
     alpha_star = case.brute[0]
     assert abs(plan.alpha_star - alpha_star) <= TOL
+    if exact:
+        check_exact_plan(case, plan, l1, accepted)
+        if plan.success:
+            assert alpha_star - plan.alpha <= 10 * tau
+        return
     assert abs(accepted - plan.alpha) <= TOL, "alpha must be the plan's own acceptance"
     # The certified bounds of Lemma 6.6 hold whatever success says ...
     assert l1 <= plan.l1_bound + 1e-12
@@ -60,6 +80,77 @@ def test_bounds_hold_whenever_success(case, tau):
         assert l1 <= 15 * tau and abs(accepted - alpha_star) <= 10 * tau
     else:
         assert plan.l1_bound > 15 * tau or plan.acceptance_bound > 10 * tau
+
+
+def exact_instances(count=300, seed=4242):
+    """Random and adversarial instances for n = 2..4 on which the exact plan is enumerated:
+    zeros in p or q, p == q, one-hot drafts and targets, disjoint supports, ties, a mass of
+    1 - 1e-12, float32 input."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for k in range(count):
+        n = 2 + k % 3
+        V = int(rng.integers(3, 7 if n < 4 else 6))
+        conc = (0.05, 0.3, 1.0, 5.0)[k % 4]
+        p, q = dirichlet(rng, V, conc), dirichlet(rng, V, conc)
+        shape = k % 9
+        if shape == 0:
+            q = p.copy()
+        elif shape == 1:  # draft top-k and target zeros
+            q[np.argsort(q)[: V // 2]] = 0.0
+            p[np.argsort(p)[: V // 3]] = 0.0
+        elif shape == 2:  # one-hot draft
+            q = np.eye(V)[int(rng.integers(V))]
+        elif shape == 3:  # one-hot target
+            p = np.eye(V)[int(rng.integers(V))]
+        elif shape == 4:  # disjoint supports
+            order = rng.permutation(V)
+            p[order[: V // 2]] = 0.0
+            q[order[V // 2:]] = 0.0
+        elif shape == 5:  # ties
+            q = np.repeat(rng.dirichlet(np.ones(2)), -(-V // 2))[:V] + 0.0
+        p, q = p / p.sum(), q / q.sum()
+        if shape == 6:
+            p = p * (1 - 1e-12)
+        elif shape == 7:
+            p, q = p.astype(np.float32), q.astype(np.float32)
+        cases.append(Case(f"exact{k}-V{V}-n{n}-c{conc}-s{shape}", p, q, n))
+    return cases
+
+
+@pytest.mark.parametrize("tau", [1e-3, 1e-1])
+@pytest.mark.parametrize("case", exact_instances(), ids=case_id)
+def test_exact_plan_is_lossless_by_enumeration(case, tau):
+    """L1 <= 1e-9 on every instance, also with a coarse tau (large truncated parts)."""
+    plan = md.GlobalResolution(case.p, case.q, case.n, tau=tau)
+    l1, accepted = enumerate_plan(case, plan)
+    check_exact_plan(case, plan, l1, accepted)
+    assert plan.law_error_bound == 0.0  # nothing is interpolated at this size
+
+
+@pytest.mark.parametrize("case", exact_instances(count=12, seed=77), ids=case_id)
+def test_exact_plan_over_budget_stays_exact(case):
+    """A system refused by the work budget gets an empty truncation set: its tuples propose their
+    first draft; the law is still exactly p."""
+    plan = md.GlobalResolution(case.p, case.q, case.n, tau=1e-4, max_terms=0)
+    l1, accepted = enumerate_plan(case, plan)
+    check_exact_plan(case, plan, l1, accepted)
+
+
+@pytest.mark.parametrize("case", exact_instances(count=6, seed=91), ids=case_id)
+def test_samples_follow_the_transport(case):
+    """plan.sample (the core's draw, which builds no law) against plan.transport: chi-square
+    with fixed seeds at the most likely tuple."""
+    from scipy.stats import chisquare
+    plan = md.GlobalResolution(case.p, case.q, case.n, tau=1e-2)
+    tuples, probs = case.support
+    w = tuples[int(np.argmax(probs))]
+    law = plan.transport(w)
+    draws = np.bincount([plan.sample(w, seed) for seed in range(4000)], minlength=case.V)
+    assert np.all(draws[law == 0] == 0)
+    keep = law > 0
+    if keep.sum() > 1:
+        assert chisquare(draws[keep], 4000 * law[keep] / law[keep].sum()).pvalue > 1e-4
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.n >= 2][::3], ids=case_id)
@@ -87,7 +178,7 @@ def test_success_rate_on_the_oracle_instances():
 @pytest.mark.parametrize("case", CASES[::7], ids=case_id)
 def test_paper_threshold_bound_is_reported_honestly(case):
     """Algorithm 1's 5 tau threshold (spec §8.3): the bound is checked, not assumed."""
-    plan = md.GlobalResolution(case.p, case.q, case.n, tau=5e-2, paper_threshold=True)
+    plan = md.GlobalResolution(case.p, case.q, case.n, tau=5e-2, paper_threshold=True, exact=False)
     l1, accepted = enumerate_plan(case, plan)
     assert l1 <= plan.l1_bound + 1e-12
     assert plan.success == (plan.l1_bound <= 15 * 5e-2 and plan.acceptance_bound <= 10 * 5e-2)
@@ -118,7 +209,7 @@ def test_a_failed_budget_is_reported():
 @pytest.mark.parametrize("case", [c for c in IID if c.n == 1], ids=case_id)
 def test_single_draft_reproduces_the_closed_form(case):
     """n = 1: Theta_T separates with e^a / (1 + e^a) = p/q, so GR is the SpS closed form (spec §3)."""
-    plan = md.GlobalResolution(case.p, case.q, 1, tau=1e-10)
+    plan = md.GlobalResolution(case.p, case.q, 1, tau=1e-10, exact=False)
     sps = md.verifier("sps")
     for (w,), _ in zip(*case.support):
         np.testing.assert_allclose(plan.transport([w]), sps.transport(case.p, case.q, [w]), rtol=0, atol=1e-7)
@@ -133,6 +224,8 @@ class CorePlan:
         self.core = _core.GlobalResolutionPlan(case.p64, md.draft_scheme(case.q, case.n).q, case.n, tau, 50,
                                                max_terms, False, **options)
         self.alpha, self.alpha_star, self.success = self.core.alpha, self.core.alpha_star, self.core.success
+        self.exact, self.law_error_bound = self.core.exact, self.core.law_error_bound
+        self.acceptance_bound = self.core.acceptance_bound
         self.diagnostics = self.core.diagnostics
 
     def transport(self, tuples):
@@ -142,8 +235,11 @@ class CorePlan:
 def check_against_enumeration(case, plan, tau):
     assert plan.success
     l1, accepted = enumerate_plan(case, plan)
-    assert l1 <= 15 * tau + TOL
-    assert abs(accepted - plan.alpha) <= 1e-9
+    if plan.exact:
+        check_exact_plan(case, plan, l1, accepted)
+    else:
+        assert l1 <= 15 * tau + TOL
+        assert abs(accepted - plan.alpha) <= 1e-9
     assert abs(plan.alpha - plan.alpha_star) <= 10 * tau + TOL
 
 
@@ -180,9 +276,10 @@ def test_pair_passes_on_dozens_of_tokens_against_enumeration(seed):
     rng = np.random.default_rng(seed)
     case = pair_instance(seed, int(rng.integers(24, 49)))
     for tau in (1e-3, 1e-4):
-        plan = CorePlan(case, tau, interpolation=False)
-        assert not any(plan.diagnostics[s]["interpolated"] for s in ("outer", "inner"))
-        check_against_enumeration(case, plan, tau)
+        for exact in (True, False):
+            plan = CorePlan(case, tau, interpolation=False, exact=exact)
+            assert not any(plan.diagnostics[s]["interpolated"] for s in ("outer", "inner"))
+            check_against_enumeration(case, plan, tau)
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -269,6 +269,24 @@ py::array_t<double> plan_transport(const Plan& plan, const Ints& drafts, int V) 
   return out;
 }
 
+// One verified token per tuple (M, n) with one seed each -> (M,), without building the laws.
+template <class Plan>
+Ints plan_samples(const Plan& plan, const Ints& drafts, const Seeds& seeds) {
+  const py::ssize_t M = drafts.shape(0), n = drafts.shape(1);
+  Ints out(M);
+  const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(M * n));
+  const std::uint64_t* s = seeds.data();
+  std::int64_t* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (py::ssize_t m = 0; m < M; ++m) {
+      Rng rng(s[m]);
+      o[m] = plan.sample(tuples.data() + m * n, rng);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_rdk(py::module_& m);  // cpp/bindings/rdk.cpp (seed 001)
@@ -363,17 +381,19 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<GlobalResolutionPlan>(m, "GlobalResolutionPlan")
       .def(py::init([](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
-                       bool paper_threshold, double unshifted_limit, bool interpolation) {
+                       bool paper_threshold, bool exact, double unshifted_limit, bool interpolation) {
              const int V = static_cast<int>(p.shape(0));
              GlobalResolutionOptions options{tau,          max_iterations,  max_terms, paper_threshold,
-                                             unshifted_limit, interpolation};
+                                             unshifted_limit, interpolation, exact};
              py::gil_scoped_release release;
              return new GlobalResolutionPlan(p.data(), q.data(), V, n, options);
            }),
            py::arg("p"), py::arg("q"), py::arg("n"), py::arg("tau"), py::arg("max_iterations"), py::arg("max_terms"),
-           py::arg("paper_threshold"), py::arg("unshifted_limit") = kUnshiftedLimit,
+           py::arg("paper_threshold"), py::arg("exact") = true, py::arg("unshifted_limit") = kUnshiftedLimit,
            py::arg("interpolation") = true)
       .def_property_readonly("alpha", &GlobalResolutionPlan::alpha)
+      .def_property_readonly("exact", &GlobalResolutionPlan::exact)
+      .def_property_readonly("law_error_bound", &GlobalResolutionPlan::law_error_bound)
       .def_property_readonly("alpha_star", &GlobalResolutionPlan::alpha_star)
       .def_property_readonly("success", &GlobalResolutionPlan::success)
       .def_property_readonly("l1_bound", &GlobalResolutionPlan::l1_bound)
@@ -399,6 +419,9 @@ PYBIND11_MODULE(_core, m) {
                                return out;
                              })
       .def("transport",
-           [](const GlobalResolutionPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); });
+           [](const GlobalResolutionPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); })
+      .def("sample", [](const GlobalResolutionPlan& plan, const Ints& drafts, const Seeds& seeds) {
+        return plan_samples(plan, drafts, seeds);
+      });
   bind_rdk(m);
 }

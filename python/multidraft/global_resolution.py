@@ -1,5 +1,5 @@
-"""Global Resolution (seed 000 Section 6, Algorithm 1): near-optimal multi-draft verification
-for n i.i.d. drafts, with a certified bound on its error and an exact fallback.
+"""Global Resolution ([GR] Section 6, Algorithm 1): near-optimal multi-draft verification for n
+i.i.d. drafts at the speed of a few passes over the draft support, exactly lossless by default.
 
 Notation: ``p`` target, ``q`` draft.
 """
@@ -16,16 +16,31 @@ from .schemes import DraftScheme, batched_inputs
 
 
 class GlobalResolution(OTLPPlan):
-    """Algorithm 1 of seed 000 for target ``p`` (V,) and n i.i.d. drafts from ``q`` (V,).
+    """Algorithm 1 of [GR] for target ``p`` (V,) and n i.i.d. drafts from ``q`` (V,).
+
+    By default (``exact=True``) the plan is **exactly lossless**: [GR]'s plan proposes a draft
+    whose law r is computed exactly (the convex systems' rows on the truncation sets T; tuples
+    outside them propose their first draft outside T, whose law is closed form); the proposal is
+    kept with probability min(1, p / r), otherwise the token is drawn from (p - r)^+ normalised.
+    The output law is then p up to float rounding (plus ``law_error_bound``, the certified error
+    of interpolated sums, about 1e-10 at most and 0 when every sum was enumerated), and
+    ``0 <= alpha_star - alpha <= acceptance_bound`` (<= 10 tau when ``success``).
+    ``exact=False`` gives the raw plan of [GR] Eq. (18), whose output law is only within
+    ``l1_bound`` (<= 15 tau when ``success``) of ``p`` in L1, for reproducing the paper.
 
     Attributes:
-        alpha: acceptance of the assembled plan (exact for this plan; within
-            ``acceptance_bound`` <= 10 tau of ``alpha_star`` when ``success``).
+        alpha: acceptance of this plan, exact. With ``exact=True`` it is the probability that a
+            proposed draft is kept; the residual draw can coincide with a draft too, so the
+            probability that the output is one of the drafts lies in [alpha, alpha_star].
         alpha_star: the optimal acceptance (subset selection, exact).
+        exact: whether the output correction is on.
+        law_error_bound: ``exact=True``: L1 bound on the output law's distance from ``p`` beyond
+            float rounding (0 unless sums were interpolated); ``exact=False``: ``l1_bound``.
         success: both convex systems met their stopping rule within the work budget.
-        l1_bound: the Lemma 6.6 bound a + 2b actually achieved on the L1 distance between the
-            plan's output marginal and ``p`` (<= 15 tau when ``success``).
-        acceptance_bound: a + b, the bound on |alpha - alpha_star|.
+        l1_bound: the Lemma 6.6 bound a + 2b achieved on the L1 distance between the raw plan's
+            output marginal and ``p`` (<= 15 tau when ``success``).
+        acceptance_bound: a + b, the bound on |alpha - alpha_star| (raw plan) and on
+            alpha_star - alpha (exact plan).
         diagnostics: per system ("outer", "inner"): |T|, grouped terms, eps_T / gamma_T,
             achieved gradient L1 norm (a bound on it when the n = 2 or 3 terms were summed by
             interpolation, ``interpolated``), threshold, Newton iterations, convergence.
@@ -36,11 +51,12 @@ class GlobalResolution(OTLPPlan):
     the grouped terms a Newton pass may enumerate; for n = 2 and 3 the full-size terms, summed by
     interpolation, do not count unless a point needs them enumerated; T is never capped by size),
     ``paper_threshold`` (Algorithm 1's 5 tau stopping threshold instead of the corrected
-    5 tau - 3 eps_T), ``fallback``.
+    5 tau - 3 eps_T), ``fallback``, ``exact``.
     """
 
-    def __init__(self, p, q, n: int, tau: float = 1e-3, *, fallback: bool = False, max_iterations: int = 50,
-                 max_terms: float = 2e6, paper_threshold: bool = False, scheme: Optional[str] = None):
+    def __init__(self, p, q, n: int, tau: float = 1e-3, *, exact: bool = True, fallback: bool = False,
+                 max_iterations: int = 50, max_terms: float = 2e6, paper_threshold: bool = False,
+                 scheme: Optional[str] = None):
         kind = _kind(p, q, scheme)
         if kind != "iid":
             raise ValueError(f"GlobalResolution needs i.i.d. drafts (Lemma 6.3 uses Q(H)^n); got scheme {kind!r}: "
@@ -52,29 +68,45 @@ class GlobalResolution(OTLPPlan):
             raise ValueError(f"'tau' must be in (0, 1), got {tau!r}")
         check.count(max_iterations, "max_iterations", minimum=0)
         draft = DraftScheme._from_batched(q3, n, kind)
+        if not isinstance(exact, (bool, np.bool_)):
+            raise ValueError(f"'exact' must be True or False, got {exact!r}")
         self._core = _core.GlobalResolutionPlan(p2[0], draft.q, n, float(tau), int(max_iterations), float(max_terms),
-                                                bool(paper_threshold))
+                                                bool(paper_threshold), bool(exact))
         super().__init__(p2[0], draft, "global_resolution", self._core.alpha)
         self.tau = float(tau)
         self.alpha_star = self._core.alpha_star
         self.success = bool(self._core.success)
         self.l1_bound = float(self._core.l1_bound)
         self.acceptance_bound = float(self._core.acceptance_bound)
+        self.exact = bool(exact)
+        self.law_error_bound = float(self._core.law_error_bound) if exact else self.l1_bound
         self.diagnostics = self._core.diagnostics
         self.used_fallback = bool(fallback and not self.success)
         self._exact = _CorePlan(p2[0], draft, "maxflow_cs", _core.SlacknessPlan(p2[0], draft.q, "iid", n)) \
             if self.used_fallback else None
         if self.used_fallback:
             self.alpha = self._exact.alpha
+            self.law_error_bound = 0.0
 
     def __repr__(self) -> str:
-        return (f"GlobalResolution(tau={self.tau:g}, alpha={self.alpha:.9g}, alpha_star={self.alpha_star:.9g}, "
-                f"success={self.success}, l1_bound={self.l1_bound:.3g}, used_fallback={self.used_fallback})")
+        return (f"GlobalResolution(tau={self.tau:g}, exact={self.exact}, alpha={self.alpha:.9g}, "
+                f"alpha_star={self.alpha_star:.9g}, success={self.success}, l1_bound={self.l1_bound:.3g}, "
+                f"used_fallback={self.used_fallback})")
+
+    def _check_drawable(self, drafts: np.ndarray) -> None:
+        # Eq. (18) is defined for every tuple, but only drawable ones are verified
+        if np.any(self.scheme.q[drafts] <= 0):
+            raise ValueError("'drafts' has probability zero under the draft scheme (q = 0 at a draft)")
 
     def _slices(self, drafts: np.ndarray) -> np.ndarray:
         if self._exact is not None:
             return self._exact._slices(drafts)
-        for row in drafts:  # Eq. (18) is defined for every tuple, but only drawable ones are verified
-            if np.any(self.scheme.q[row] <= 0):
-                raise ValueError("'drafts' has probability zero under the draft scheme (q = 0 at a draft)")
+        self._check_drawable(drafts)
         return self._core.transport(drafts, self.scheme.V)
+
+    def sample(self, drafts, rng: check.RngLike = None) -> int:
+        if self._exact is not None:
+            return self._exact.sample(drafts, rng)
+        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)).reshape(1, -1)
+        self._check_drawable(drafts)
+        return int(self._core.sample(drafts, check.row_seeds(rng, 1))[0])

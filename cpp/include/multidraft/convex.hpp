@@ -238,6 +238,10 @@ inline ConvexWorkspace& convex_workspace() {
 struct NewtonReport {
   Eigen::VectorXd solution;
   double gradient_l1 = 0.0;  // L1 norm of the true gradient at `solution`
+  // The gradient at `solution`, (mass allocated to i) - t_i, empty when no point was evaluated;
+  // gradient_error bounds its L1 error (interpolated sums; 0 when enumerated).
+  Eigen::VectorXd gradient;
+  double gradient_error = 0.0;
   double accepted = 0.0;     // Curvature::accepted at `solution`
   bool interpolated = false;  // Curvature::interpolated at `solution`
   int iterations = 0;
@@ -337,6 +341,8 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   std::vector<double> history;
   for (;; ++report.iterations) {
     report.gradient_l1 = g.lpNorm<1>() + curvature.gradient_error;  // a bound on the true one
+    report.gradient = g;
+    report.gradient_error = curvature.gradient_error;
     report.accepted = curvature.accepted;
     report.interpolated = curvature.interpolated;
     if (report.gradient_l1 <= threshold) {

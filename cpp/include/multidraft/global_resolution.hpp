@@ -9,6 +9,27 @@
 //      hold (Algorithm 1's 5 tau threshold only gives 24 tau; kept as `paper_threshold`);
 //   4. the slice of Eq. (18) in probability form (spec §2.10).
 // T and the solutions depend on (p, q, n, tau) only, never on the drafts (spec §2.8).
+//
+// That plan ("raw", options.exact = false) is within L1 15 tau of p (Lemma 6.6), not exact. The
+// default plan is made exactly lossless at its output (not in [GR]; output_correction.hpp): its
+// candidate law r is known exactly because
+//   - a tuple whose outer part lies in the outer T, or an inner tuple in (T ∪ Z)^n, proposes the
+//     Eq. (18) softmax of its tokens; summed over those tuples that is exactly what the convex
+//     system allocates, (target + gradient) at the solution;
+//   - every other tuple (the truncated ones, of mass eps_T resp. gamma_T) proposes its first
+//     draft outside T, whose law is closed form: for an outer token y outside T,
+//     r(y) = q(y) sum_{k<n} (Q - Q_R)^k Q^{n-1-k} (the first k draws miss R, the outer tokens
+//     outside T; Q = sum q), and for an inner one r(y) = q(y) sum_{k<n} (Q_H - Q_Ri)^k Q_H^{n-1-k};
+//   - the inner slack (the Eq. (18) rejection) proposes nothing.
+// Then the candidate is kept with probability min(1, p / r), else the output is drawn from
+// (p - r)^+. The acceptance alpha = sum min(r, p) (a kept candidate; a residual draw may also hit
+// a draft) satisfies 0 <= alpha* - alpha <= ||g_outer||_1 + ||g_inner||_1 + eps_T + gamma_T
+// <= acceptance_bound(): alpha* = 1 - Q_H^n + P(H*), the candidate mass is
+// 1 - Q_H^n + P(T_i) + sum g_inner + gamma_T, the kept mass loses sum (r - p)^+ of it, which on
+// the outer T is at most sum g^+ (r = p_i + g <= p + g), on the outer rest at most eps_T, and on
+// the inner tokens outside T, together with P(those tokens) <= gamma_T (feasibility of H*),
+// leaves at most gamma_T. A system whose gradient is unknown (refused by the work budget at its
+// start) gets an empty T: every one of its tuples proposes its first draft, still exact.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -20,7 +41,9 @@
 #include "multidraft/convex.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/network_builders.hpp"
+#include "multidraft/output_correction.hpp"
 #include "multidraft/polymatroid.hpp"
+#include "multidraft/rng.hpp"
 
 namespace multidraft {
 
@@ -31,6 +54,7 @@ struct GlobalResolutionOptions {
   bool paper_threshold = false;  // Algorithm 1's ||grad||_1 <= 5 tau instead of 5 tau - 3 eps_T
   double unshifted_limit = kUnshiftedLimit;  // see ConvexObjective; tests set 0 to force the shifted path
   bool interpolation = true;  // see ConvexObjective; tests turn it off to compare with enumeration
+  bool exact = true;  // output correction (exactly lossless); false: the raw [GR] plan
 };
 
 // Diagnostics of one convex system (outer or inner).
@@ -44,6 +68,8 @@ struct SystemReport {
   bool converged = true;
   bool within_budget = true;
   bool interpolated = false;  // n = 2, 3 terms summed by interpolation (pair_sums.hpp, triple_sums.hpp)
+  bool rows_known = false;  // the allocated rows (target + gradient) at the solution are known
+  double row_error = 0.0;   // L1 error bound of those rows (interpolated sums; 0 when enumerated)
   // Row deviation bound of Theorems 6.4 / 6.5: ||grad||_1 + 3 * truncation error.
   double deviation_bound() const { return gradient_l1 + 3.0 * truncation_error; }
 };
@@ -185,20 +211,23 @@ inline int minimal_truncation(const std::vector<int>& tokens, const double* q, d
 class GlobalResolutionPlan {
  public:
   GlobalResolutionPlan(const double* p, const double* q, int V, int n, const GlobalResolutionOptions& options)
-      : V_(V), n_(n), options_(options), split_(p, q, V, n) {
+      : V_(V), n_(n), options_(options) {
     if (!(options.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
     if (n > kMaxTermSize)
       throw std::invalid_argument("'n' must be <= " + std::to_string(kMaxTermSize) + " for Global Resolution");
-    double q_total = 0.0, mass_H = 0.0;  // split_.order holds every token with q > 0
-    for (std::size_t k = 0; k < split_.order.size(); ++k) (k < static_cast<std::size_t>(split_.h) ? mass_H : q_total) += q[split_.order[k]];
+    static_assert(kMaxTermSize <= Candidates::kMax, "a tuple's candidates must fit Candidates");
+    IidSplit split(p, q, V, n, !options.exact);  // the exact plan builds its own residual
+    alpha_star_ = split.subset.alpha;
+    double q_total = 0.0, mass_H = 0.0;  // split.order holds every token with q > 0
+    for (std::size_t k = 0; k < split.order.size(); ++k) (k < static_cast<std::size_t>(split.h) ? mass_H : q_total) += q[split.order[k]];
     q_total += mass_H;
     const double slack_threshold = options.paper_threshold ? 0.0 : 3.0;
 
     // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n.
     // outer_rows[j] belongs to order[h + j]: sort positions, not tokens, to keep the rows at hand
-    std::vector<int> outer_positions(split_.outer_rows.size());
+    std::vector<int> outer_positions(split.outer_rows.size());
     for (std::size_t j = 0; j < outer_positions.size(); ++j) outer_positions[j] = static_cast<int>(j);
-    const int* outer_order = split_.order.data() + split_.h;
+    const int* outer_order = split.order.data() + split.h;
     std::stable_sort(outer_positions.begin(), outer_positions.end(),
                      [&](int a, int b) { return q[outer_order[a]] > q[outer_order[b]]; });
     std::vector<int> outer_tokens(outer_positions.size());
@@ -207,22 +236,26 @@ class GlobalResolutionPlan {
     outer_tokens.resize(outer_size);
     outer_.threshold = 5.0 * options.tau - slack_threshold * outer_.truncation_error;
     std::vector<double> outer_targets(outer_size);
-    for (int k = 0; k < outer_size; ++k) outer_targets[k] = split_.outer_rows[outer_positions[k]];
-    const std::vector<double> outer_solution =
+    for (int k = 0; k < outer_size; ++k) outer_targets[k] = split.outer_rows[outer_positions[k]];
+    const SystemSolution outer =
         solve_system(outer_tokens, q, {mass_H}, outer_targets, false, outer_, nullptr);
     // Outer tokens outside T: any finite value is allowed; the smallest alpha of T (spec §2.8).
     for (int k = 0; k < outer_size; ++k)
-      outer_default_alpha_ = k == 0 ? outer_solution[k] : std::min(outer_default_alpha_, outer_solution[k]);
-    for (int k = 0; k < outer_size; ++k) truncation_alpha_.emplace_back(outer_tokens[k], outer_solution[k]);
+      outer_default_alpha_ = k == 0 ? outer.alpha[k] : std::min(outer_default_alpha_, outer.alpha[k]);
 
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
+    token_class_ = std::move(split.subset.in_H);  // kOuter / kInner; Z marked below
     std::vector<int> inner_tokens;
     double mass_Z = 0.0;
-    for (int k = 0; k < split_.h; ++k) {
-      const int t = split_.order[k];
-      if (p[t] > 0.0) inner_tokens.push_back(t);
-      else mass_Z += q[t];
+    for (int k = 0; k < split.h; ++k) {
+      const int t = split.order[k];
+      if (p[t] > 0.0) {
+        inner_tokens.push_back(t);
+      } else {
+        mass_Z += q[t];
+        token_class_[t] = kZ;
+      }
     }
     std::stable_sort(inner_tokens.begin(), inner_tokens.end(), [&](int a, int b) { return q[a] > q[b]; });
     int inner_size = minimal_truncation(inner_tokens, q, mass_H, n, options.tau, inner_.truncation_error);
@@ -241,20 +274,53 @@ class GlobalResolutionPlan {
     // Second base: the acceptance of the assembled plan counts tuples of H*^n by their T-part,
     // whatever their other tokens are (base Q(H*) - Q(T)).
     double inner_acceptance = 0.0;
-    const std::vector<double> inner_solution = solve_system(
+    const SystemSolution inner = solve_system(
         inner_tokens, q, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets, true, inner_, &inner_acceptance);
-    for (int k = 0; k < inner_size; ++k) truncation_alpha_.emplace_back(inner_tokens[k], inner_solution[k]);
-    std::sort(truncation_alpha_.begin(), truncation_alpha_.end());
 
-    alpha_ = std::clamp(std::pow(q_total, n) - std::pow(mass_H, n) + inner_acceptance, 0.0, 1.0);
+    if (!options.exact) {
+      for (int k = 0; k < outer_size; ++k) truncated_.push_back({outer_tokens[k], outer.alpha[k], 0.0});
+      for (int k = 0; k < inner_size; ++k) truncated_.push_back({inner_tokens[k], inner.alpha[k], 0.0});
+      std::sort(truncated_.begin(), truncated_.end());
+      rejection_law_ = std::move(split.law);
+      alpha_ = std::clamp(std::pow(q_total, n) - std::pow(mass_H, n) + inner_acceptance, 0.0, 1.0);
+      return;
+    }
+    // Exact plan: T is kept only where the rows are known; the candidate law r (see the header).
+    double outer_T = 0.0, inner_T = 0.0;  // Q(T) of each kept system
+    auto keep = [&](const std::vector<int>& tokens, const SystemSolution& solution, double& mass) {
+      if (!solution.rows_known) return;
+      for (std::size_t k = 0; k < tokens.size(); ++k) {
+        truncated_.push_back({tokens[k], solution.alpha[k], solution.rows[k]});
+        mass += q[tokens[k]];
+      }
+    };
+    keep(outer_tokens, outer, outer_T);
+    keep(inner_tokens, inner, inner_T);
+    std::sort(truncated_.begin(), truncated_.end());
+    const double outer_rest = std::max(q_total - mass_H - outer_T, 0.0);  // Q_R
+    const double inner_rest = std::max(mass_H - mass_Z - inner_T, 0.0);   // Q_Ri
+    const double first_outer = first_draft_factor(q_total - outer_rest, q_total);
+    const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
+    correction_ = OutputCorrection(p, V, [&](auto&& propose) {
+      for (const int t : split.order)  // the first-draft law; r = 0 off the draft support and on Z
+        if (token_class_[t] != kZ) propose(t, q[t] * (token_class_[t] == kOuter ? first_outer : first_inner));
+      for (const TruncatedToken& x : truncated_) propose(x.token, std::max(x.row, 0.0));
+    });
+    alpha_ = correction_.kept();
+    law_error_bound_ = (outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0);
   }
 
   double alpha() const { return alpha_; }
-  double alpha_star() const { return split_.subset.alpha; }
+  double alpha_star() const { return alpha_star_; }
+  bool exact() const { return options_.exact; }
+  // Exact plan: an L1 bound on the output law's distance from p beyond float rounding, from the
+  // interpolated sums' certified error in the rows (0 when every sum was enumerated).
+  double law_error_bound() const { return law_error_bound_; }
   const SystemReport& outer_report() const { return outer_; }
   const SystemReport& inner_report() const { return inner_; }
   // The Lemma 6.6 guarantees were met: L1 <= 15 tau and acceptance within 10 tau (the corrected
-  // stopping rule implies both; with the paper's threshold they are checked, not assumed).
+  // stopping rule implies both; with the paper's threshold they are checked, not assumed). For
+  // the exact plan the L1 error is 0 and alpha* - alpha <= acceptance_bound() (see the header).
   bool success() const {
     return outer_.within_budget && inner_.within_budget && l1_bound() <= 15.0 * options_.tau &&
            acceptance_bound() <= 10.0 * options_.tau;
@@ -264,34 +330,20 @@ class GlobalResolutionPlan {
   double l1_bound() const { return outer_.deviation_bound() + 2.0 * inner_.deviation_bound(); }
   double acceptance_bound() const { return outer_.deviation_bound() + inner_.deviation_bound(); }
 
-  // Eq. (18), normalised (spec §2.10); p_draft(drafts) cancels.
   void transport(const int* drafts, double* out) const {
-    std::fill(out, out + V_, 0.0);
-    const std::vector<int> tokens = distinct_tokens(drafts, n_);
-    bool inner = true;
-    for (int t : tokens) inner = inner && split_.subset.in_H[t];
-    if (!inner) {  // softmax over set(w) \ H*; acceptance is certain
-      double shift = -std::numeric_limits<double>::infinity(), total = 0.0;
-      for (int t : tokens)
-        if (!split_.subset.in_H[t]) shift = std::max(shift, token_alpha(t));
-      for (int t : tokens)
-        if (!split_.subset.in_H[t]) total += out[t] = std::exp(token_alpha(t) - shift);
-      for (int t : tokens) out[t] /= total;
+    if (options_.exact) {
+      correction_.write_law(candidates(drafts), out);
       return;
     }
-    double shift = 0.0;  // the slack token has alpha = 0
-    for (int t : tokens) shift = std::max(shift, token_alpha(t));
-    double total = std::exp(-shift);
-    for (int t : tokens) total += out[t] = std::exp(token_alpha(t) - shift);
-    for (int t : tokens) out[t] /= total;
-    const double rejected = std::exp(-shift) / total;
-    if (split_.law.empty()) {  // alpha* = 1 leaves nothing to reject to: keep the accepted part
-      double accepted = 0.0;
-      for (int t : tokens) accepted += out[t];
-      for (int t : tokens) out[t] = accepted > 0.0 ? out[t] / accepted : 1.0 / tokens.size();
-      return;
-    }
-    for (int i = 0; i < V_; ++i) out[i] += rejected * split_.law[i];
+    raw_transport(drafts, out);
+  }
+
+  // One verified token: no V-long work for the exact plan unless the candidate is rejected.
+  int sample(const int* drafts, Rng& rng) const {
+    if (options_.exact) return correction_.sample(candidates(drafts), rng);
+    std::vector<double> law(V_);
+    raw_transport(drafts, law.data());
+    return sample_index(law.data(), V_, rng);
   }
 
  private:
@@ -330,10 +382,105 @@ class GlobalResolutionPlan {
     return start;
   }
 
+  enum TokenClass : char { kOuter = 0, kInner = 1, kZ = 2 };  // V \ H*, H* with p > 0, H* with p = 0
+
+  struct TruncatedToken {
+    int token;
+    double alpha;
+    double row;  // mass the system allocates to the token (exact plan)
+    bool operator<(const TruncatedToken& other) const { return token < other.token; }
+  };
+
+  struct SystemSolution {
+    std::vector<double> alpha;
+    std::vector<double> rows;  // target + gradient at alpha, when rows_known
+    bool rows_known = false;
+  };
+
+  // sum_{k<n} s^k Q^{n-1-k}: a tuple of n draws from a block of mass Q whose first draw outside
+  // a part of mass s is a given token y has probability q(y) times this.
+  double first_draft_factor(double s, double Q) const {
+    double factor = 0.0, s_power = 1.0, Q_power = std::pow(Q, n_ - 1);
+    for (int k = 0; k < n_; ++k) {
+      factor += s_power * Q_power;
+      s_power *= s;
+      Q_power = Q > 0.0 ? Q_power / Q : 0.0;
+    }
+    return factor;
+  }
+
+  const TruncatedToken* find_truncated(int t) const {
+    const auto found = std::lower_bound(truncated_.begin(), truncated_.end(), TruncatedToken{t, 0.0, 0.0});
+    return found != truncated_.end() && found->token == t ? &*found : nullptr;
+  }
+
+  // The exact plan's proposal for one tuple (see the header): the first draft outside T when the
+  // tuple is truncated, else the Eq. (18) softmax of its T tokens (with the inner slack).
+  Candidates candidates(const int* drafts) const {
+    Candidates c;
+    c.fallback = drafts[0];
+    bool outer = false;
+    for (int j = 0; j < n_; ++j) outer = outer || token_class_[drafts[j]] == kOuter;
+    const char kind = outer ? kOuter : kInner;
+    for (int j = 0; j < n_; ++j)
+      if (token_class_[drafts[j]] == kind && !find_truncated(drafts[j])) {
+        c.add(drafts[j], 1.0);
+        return c;
+      }
+    double shift = outer ? -std::numeric_limits<double>::infinity() : 0.0;  // the slack has alpha = 0
+    for (const int t : distinct_tokens(drafts, n_))
+      if (token_class_[t] == kind) {
+        const double a = find_truncated(t)->alpha;
+        c.add(t, a);
+        shift = std::max(shift, a);
+      }
+    double total = outer ? 0.0 : std::exp(-shift);
+    for (int k = 0; k < c.count; ++k) total += c.share[k] = std::exp(c.share[k] - shift);
+    for (int k = 0; k < c.count; ++k) c.share[k] /= total;
+    return c;
+  }
+
+  // Eq. (18), normalised (spec §2.10); p_draft(drafts) cancels.
+  void raw_transport(const int* drafts, double* out) const {
+    std::fill(out, out + V_, 0.0);
+    const std::vector<int> tokens = distinct_tokens(drafts, n_);
+    bool inner = true;
+    for (int t : tokens) inner = inner && token_class_[t] != kOuter;
+    if (!inner) {  // softmax over set(w) \ H*; acceptance is certain
+      double shift = -std::numeric_limits<double>::infinity(), total = 0.0;
+      for (int t : tokens)
+        if (token_class_[t] == kOuter) shift = std::max(shift, raw_alpha(t));
+      for (int t : tokens)
+        if (token_class_[t] == kOuter) total += out[t] = std::exp(raw_alpha(t) - shift);
+      for (int t : tokens) out[t] /= total;
+      return;
+    }
+    double shift = 0.0;  // the slack token has alpha = 0
+    for (int t : tokens) shift = std::max(shift, raw_alpha(t));
+    double total = std::exp(-shift);
+    for (int t : tokens) total += out[t] = std::exp(raw_alpha(t) - shift);
+    for (int t : tokens) out[t] /= total;
+    const double rejected = std::exp(-shift) / total;
+    if (rejection_law_.empty()) {  // alpha* = 1 leaves nothing to reject to: keep the accepted part
+      double accepted = 0.0;
+      for (int t : tokens) accepted += out[t];
+      for (int t : tokens) out[t] = accepted > 0.0 ? out[t] / accepted : 1.0 / tokens.size();
+      return;
+    }
+    for (int i = 0; i < V_; ++i) out[i] += rejected * rejection_law_[i];
+  }
+
+  // alpha of the raw plan: the outer solution on V \ H*, the inner one on H* (spec §2.8); outside
+  // the truncation sets, outer_default_alpha_ on V \ H* and -inf on H* (Z and H* \ T get no mass).
+  double raw_alpha(int t) const {
+    if (const TruncatedToken* x = find_truncated(t)) return x->alpha;
+    return token_class_[t] != kOuter ? -std::numeric_limits<double>::infinity() : outer_default_alpha_;
+  }
+
   // Builds the grouped terms of one system over `tokens` and minimises it. bases[0] weights the
   // objective; an optional bases[1] accumulates sum_U weight1_U * s_U / (1 + s_U) (inner
   // acceptance) at the solution.
-  std::vector<double> solve_system(const std::vector<int>& tokens, const double* q, const std::vector<double>& bases,
+  SystemSolution solve_system(const std::vector<int>& tokens, const double* q, const std::vector<double>& bases,
                                    const std::vector<double>& targets, bool slack, SystemReport& report,
                                    double* acceptance) const {
     const int m = static_cast<int>(tokens.size());
@@ -353,7 +500,7 @@ class GlobalResolutionPlan {
     if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective)) {
       report.within_budget = false;
       report.converged = false;
-      return std::vector<double>(m, 0.0);
+      return {std::vector<double>(m, 0.0), {}, false};
     }
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
     NewtonReport solved = minimise_newton(objective, warm_start(member_mass, bases[0], targets, slack), report.threshold,
@@ -371,26 +518,28 @@ class GlobalResolutionPlan {
     report.within_budget = !solved.over_budget;
     report.interpolated = solved.interpolated;
     if (acceptance) *acceptance = solved.accepted;
-    return std::vector<double>(solved.solution.data(), solved.solution.data() + m);
+    SystemSolution out{std::vector<double>(solved.solution.data(), solved.solution.data() + m), {}, false};
+    report.rows_known = out.rows_known = solved.gradient.size() == m;
+    if (out.rows_known) {
+      out.rows.resize(m);
+      for (int k = 0; k < m; ++k) out.rows[k] = targets[k] + solved.gradient[k];
+      report.row_error = solved.gradient_error;
+    }
+    return out;
   }
 
   int V_, n_;
   GlobalResolutionOptions options_;
-  IidSplit split_;
   SystemReport outer_, inner_;
-  // alpha of the outer solution on V \ H*, of the inner one on H* (spec §2.8): the solutions on
-  // both truncation sets, sorted by token (O(|T|) storage: a V-long array costs more to allocate,
-  // page by page, than a small plan takes to solve); outside them, outer_default_alpha_ on V \ H*
-  // and -inf on H* (Z and H* \ T get no mass).
-  std::vector<std::pair<int, double>> truncation_alpha_;
-  double outer_default_alpha_ = 0.0;
-  double token_alpha(int t) const {
-    const auto found = std::lower_bound(truncation_alpha_.begin(), truncation_alpha_.end(),
-                                        std::pair<int, double>(t, -std::numeric_limits<double>::infinity()));
-    if (found != truncation_alpha_.end() && found->first == t) return found->second;
-    return split_.subset.in_H[t] ? -std::numeric_limits<double>::infinity() : outer_default_alpha_;
-  }
-  double alpha_ = 0.0;
+  double alpha_ = 0.0, alpha_star_ = 0.0;
+  std::vector<char> token_class_;  // TokenClass of every token (V long)
+  // The solutions on both truncation sets, sorted by token (O(|T|) storage: a V-long array
+  // costs more to allocate, page by page, than a small plan takes to solve).
+  std::vector<TruncatedToken> truncated_;
+  double outer_default_alpha_ = 0.0;     // raw plan
+  std::vector<double> rejection_law_;    // raw plan: the IidSplit law
+  OutputCorrection correction_;          // exact plan
+  double law_error_bound_ = 0.0;         // exact plan
 };
 
 }  // namespace multidraft

@@ -67,6 +67,7 @@ inline std::vector<double> residual_law(const double* p, const double* rows, int
 // solve: the ratio order, H* (its first h tokens), the outer row targets p_i, and the rejection
 // law rho(i) = (p(i) - p_i) / sum_j (p(j) - p_j) on V \ H* (inner rows saturate at p on H*).
 // Only the law is V long: the rows are kept for the outer tokens with q > 0 (p_i = 0 elsewhere).
+// Callers that do not need the law (exact Global Resolution) skip it.
 struct IidSplit {
   std::vector<int> order;
   int h = 0;
@@ -74,9 +75,11 @@ struct IidSplit {
   std::vector<double> outer_rows;  // p_i of order[h + j] at j
   std::vector<double> law;
 
-  IidSplit(const double* p, const double* q, int V, int n) : order(decreasing_ratio_order(p, q, V)) {
+  IidSplit(const double* p, const double* q, int V, int n, bool with_law = true)
+      : order(decreasing_ratio_order(p, q, V)) {
     subset = iid_optimal_subset(p, q, V, n, order, &h);
     outer_rows = outer_row_targets(p, q, n, order, h);
+    if (!with_law) return;
     std::vector<double> residual(p, p + V);
     for (int k = 0; k < h; ++k) residual[order[k]] = 0.0;  // inner rows saturate at p on H*
     for (std::size_t j = 0; j < outer_rows.size(); ++j) {

@@ -39,7 +39,7 @@ class Rng {
   std::uint64_t state_[4];
 };
 
-// Inverse-CDF draw of an index from non-negative weights (they need not sum to 1).
+// Inverse-CDF draw of an index from weights (they need not sum to 1; negative ones count as 0).
 // Round-off past the last cumulative value returns the last index with positive weight.
 // The sums run by blocks of kSampleBlock, each vectorised: one running sum over V = 32000
 // weights is a dependency chain of V additions (tens of microseconds); the scan then skips
@@ -48,7 +48,7 @@ inline int sample_index(const double* weights, int size, Rng& rng) {
   constexpr int kSampleBlock = 64;
   double total = 0.0;
 #pragma omp simd reduction(+ : total)
-  for (int i = 0; i < size; ++i) total += weights[i];
+  for (int i = 0; i < size; ++i) total += std::max(weights[i], 0.0);
   const double u = rng.uniform() * total;
   double cumulative = 0.0;
   for (int begin = 0; begin < size; begin += kSampleBlock) {
