@@ -284,12 +284,14 @@ class OptimalTransport(Verifier):
 
 
 class GlobalResolutionVerifier(Verifier):
-    """``"global_resolution"``: Algorithm 1 of seed 000 for n i.i.d. drafts (see GlobalResolution).
+    """``"global_resolution"``: Algorithm 1 of [GR] for n i.i.d. drafts (see GlobalResolution).
 
-    Options are those of :class:`multidraft.GlobalResolution` (``tau``, ``fallback``, ...). The
-    output law is within L1 15 tau of p and the acceptance within 10 tau of alpha* whenever the
-    plan reports success; with ``fallback=True`` unsuccessful rows use the exact max-flow plan.
-    ``acceptance`` is the exact acceptance of the plans this verifier builds.
+    Options are those of :class:`multidraft.GlobalResolution` (``tau``, ``exact``, ``fallback``,
+    ...). By default the output law is exactly p and ``acceptance`` (the probability that a
+    proposed draft is kept; the output can also hit a draft through the residual draw) is within
+    ``acceptance_bound`` (<= 10 tau on success) below alpha*. ``exact=False``: [GR]'s raw plan,
+    within L1 15 tau of p on success. With ``fallback=True`` unsuccessful rows use the exact
+    max-flow plan.
     """
 
     name = "global_resolution"
