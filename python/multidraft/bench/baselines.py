@@ -1,11 +1,14 @@
-"""Every verifier side by side: exact acceptance against alpha*, and per-token verify time.
+"""Every verifier side by side: exact acceptance against alpha*, per-token verify time against
+the memory floor, and the speedup of batched verification from threads.
 
 For each (regime, k, n) cell and each verifier that handles n drafts, the acceptance is the
 verifier's exact expected acceptance (``v.acceptance``, no sampling), averaged over the cell's
 instances, and the time is the median ms of one ``v.verify(p, q, drafts, seed)`` call (plan
-building included), with drafts drawn by the verifier's own scheme. alpha* is the optimum for
-n i.i.d. drafts; methods with other draft schemes (without replacement, SpecHub's hub pairs)
-can exceed it, since their draft law differs.
+building included), with drafts drawn by the verifier's own scheme ("sps": the first draft only).
+The floor is the median time of one NumPy pass over the same arrays, ``np.minimum(p, q).sum()``,
+measured in the same run; each verify time is also given as a multiple of it. alpha* is the
+optimum for n i.i.d. drafts; methods with other draft schemes (without replacement, SpecHub's hub
+pairs) can exceed it, since their draft law differs.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from .distributions import derive_seed, make_pairs
 from .methods import time_ms
 
 VERIFIERS: Dict[str, Dict[str, object]] = {
+    "sps": {},
     "naive": {},
     "rrs": {},
     "rrs_without_replacement": {},
@@ -29,7 +33,11 @@ VERIFIERS: Dict[str, Dict[str, object]] = {
     "otlp": {"method": "maxflow_cs"},
     "global_resolution": {"tau": 1e-3, "fallback": True},
 }
-"""Verifiers of the table and their options (``otlp``: the exact optimum by the CS max-flow)."""
+"""Verifiers of the table and their options (``otlp``: the exact optimum by the CS max-flow;
+``global_resolution``: exactly lossless, the default)."""
+
+THREADED = ("otlp", "global_resolution")
+"""Verifiers whose batched verify is timed with one thread and with all of them."""
 
 
 @dataclasses.dataclass
@@ -44,10 +52,20 @@ class BaselineRow:
     verify_ms: Dict[str, Optional[float]]    # median ms per verified token
     notes: Dict[str, str]
     instances: int = 0
+    floor_ms: float = 0.0                    # median ms of np.minimum(p, q).sum() on the same arrays
 
 
 def _applies(name: str, n: int) -> bool:
     return not (name == "spechub" and n != 2)
+
+
+def _drafts_of(name: str, n: int) -> int:
+    return 1 if name == "sps" else n
+
+
+def floor_ms(p: np.ndarray, q: np.ndarray, repeats: int = 5) -> float:
+    """Median ms of one NumPy pass over p and q (``np.minimum(p, q).sum()``): the memory floor."""
+    return float(np.median([time_ms(lambda: np.minimum(p, q).sum())[0] for _ in range(repeats)]))
 
 
 def run_baselines(regimes: Sequence[str], grid: Sequence[Tuple[int, int]], V: int, count: int, seed: int,
@@ -58,6 +76,7 @@ def run_baselines(regimes: Sequence[str], grid: Sequence[Tuple[int, int]], V: in
         for k, n in sorted(set(grid)):
             p_all, q_all = make_pairs(regime, V, k, count, derive_seed(seed, regime, k))
             stars = np.atleast_1d(md.optimal_acceptance(p_all, q_all, n))
+            floor = float(np.median([floor_ms(p, q) for p, q in zip(p_all, q_all)]))
             rng = np.random.default_rng(derive_seed(seed, regime, k, n, 7))
             acceptance, gap, runs, verify_ms, notes = {}, {}, {}, {}, {}
             for name, options in VERIFIERS.items():
@@ -68,12 +87,13 @@ def run_baselines(regimes: Sequence[str], grid: Sequence[Tuple[int, int]], V: in
                     continue
                 v = md.verifier(name, **options)
                 values, times = [], []
+                m = _drafts_of(name, n)
                 try:
                     for p, q in zip(p_all, q_all):
-                        drafts = v.draft(q, n, rng)
+                        drafts = v.draft(q, m, rng)
                         elapsed, _ = time_ms(v.verify, p, q, drafts, int(rng.integers(2**63)))
                         times.append(elapsed)
-                        values.append(v.acceptance(p, q, n))
+                        values.append(v.acceptance(p, q, m))
                         if elapsed > max_call_ms:
                             break
                 except ValueError as error:  # refused as too large
@@ -84,27 +104,78 @@ def run_baselines(regimes: Sequence[str], grid: Sequence[Tuple[int, int]], V: in
                     gap[name] = float(np.mean(np.array(values) - stars[: len(values)]))
                     verify_ms[name] = float(np.median(times))
             rows.append(BaselineRow(regime, k, n, float(np.mean(stars)), acceptance, gap, runs, verify_ms, notes,
-                                    len(p_all)))
+                                    len(p_all), floor))
     return rows
 
 
 def baselines_table(rows: Sequence[BaselineRow]) -> str:
     """Markdown: per cell, each verifier's mean acceptance (its mean gap to alpha* on the same
-    instances) and median verify ms per token; [r of N] when a slow method ran r instances only."""
-    head = ["regime", "(k, n)", "alpha* (iid)"] + list(VERIFIERS)
+    instances), median verify ms per token and its multiple of the floor; [r of N] when a slow
+    method ran r instances only."""
+    head = ["regime", "(k, n)", "alpha* (iid)", "floor (ms)"] + [
+        "sps (first draft)" if name == "sps" else name for name in VERIFIERS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r.regime, f"({r.k}, {r.n})", f"{r.alpha_star:.4f}"]
+        cells = [r.regime, f"({r.k}, {r.n})", f"{r.alpha_star:.4f}", f"{r.floor_ms:.3g}"]
         for name in VERIFIERS:
             a, t = r.acceptance.get(name), r.verify_ms.get(name)
             if a is None:
                 cells.append(r.notes.get(name, "n/a"))
                 continue
             partial = f" [{r.runs[name]} of {r.instances}]" if r.runs[name] < r.instances else ""
-            cells.append(f"{a:.4f} ({r.gap[name]:+.4f}) / {t:.3g} ms{partial}")
+            cells.append(f"{a:.4f} ({r.gap[name]:+.4f}) / {t:.3g} ms = {t / r.floor_ms:.3g}x{partial}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def baselines_record(rows: Sequence[BaselineRow]) -> List[Dict[str, object]]:
     return [dataclasses.asdict(r) for r in rows]
+
+
+@dataclasses.dataclass
+class ThreadRow:
+    regime: str
+    verifier: str
+    k: int
+    n: int
+    B: int
+    threads: int
+    one_thread_ms: float
+    all_threads_ms: float
+
+    @property
+    def speedup(self) -> float:
+        return self.one_thread_ms / self.all_threads_ms
+
+
+def run_thread_scaling(regimes: Sequence[str], V: int, seed: int, B: int = 64, k: int = 100, n: int = 2,
+                       repeats: int = 3) -> List[ThreadRow]:
+    """Median ms of one batched ``v.verify`` of B distinct (p, q) rows with one C++ thread and with
+    ``md.get_num_threads()`` (all usable cores), for the verifiers of :data:`THREADED`."""
+    threads = md.get_num_threads()
+    rows = []
+    try:
+        for regime in regimes:
+            p, q = make_pairs(regime, V, k, B, derive_seed(seed, regime, k, "threads"))
+            for name in THREADED:
+                v = md.verifier(name, **VERIFIERS[name])
+                rng = np.random.default_rng(derive_seed(seed, regime, k, n, "threads"))
+                drafts = np.stack([v.draft(row, n, rng) for row in q])
+                medians = []
+                for count in (1, threads):
+                    md.set_num_threads(count)
+                    v.verify(p, q, drafts, 0)  # warm-up
+                    medians.append(float(np.median([time_ms(v.verify, p, q, drafts, r)[0] for r in range(repeats)])))
+                rows.append(ThreadRow(regime, name, k, n, B, threads, *medians))
+    finally:
+        md.set_num_threads(threads)
+    return rows
+
+
+def thread_table(rows: Sequence[ThreadRow]) -> str:
+    head = ["regime", "verifier", "(k, n)", "B", "1 thread (ms)", "threads", "all threads (ms)", "speedup"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        lines.append(f"| {r.regime} | {r.verifier} | ({r.k}, {r.n}) | {r.B} | {r.one_thread_ms:.3g} | {r.threads} | "
+                     f"{r.all_threads_ms:.3g} | {r.speedup:.2f}x |")
+    return "\n".join(lines)
