@@ -7,6 +7,7 @@ optimal-transport plans.
 from . import khisti
 from ._validation import row_seeds
 from .global_resolution import GlobalResolution
+from .logits import softmax
 from .otlp import (
     MAX_LP_VARIABLES,
     MAX_NETWORK_ARCS,
@@ -37,6 +38,7 @@ __all__ = [
     "optimal_subset",
     "rdk",
     "row_seeds",
+    "softmax",
     "solve_otlp",
     "verifier",
     "verifier_names",
