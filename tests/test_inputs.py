@@ -20,11 +20,11 @@ DRAFT_SUPPORT = 6  # drafts of exact multi-draft plans come from a top-k draft (
 
 @lru_cache(maxsize=None)
 def logits(V: int) -> "torch.Tensor":
-    """(3, V) float32 target logits: a Gaussian row, a heavy-tailed row, and a peaked row whose tail of
-    1e-7 entries float32 kernels sum badly (one logit 0, the rest -16.6)."""
+    """(3, V) float32 target logits: a Gaussian row, a heavy-tailed (Cauchy-like) row, and a peaked row
+    whose tail of 1e-7 entries float32 kernels sum badly (one logit 0, the rest -16.6)."""
     generator = torch.Generator().manual_seed(V)
-    noise = torch.randn(2, V, generator=generator)
-    rows = [3 * noise[0], noise[1] / noise[1].abs().sqrt().clamp(min=0.05)]
+    noise = torch.randn(3, V, generator=generator)
+    rows = [3 * noise[0], noise[1] / noise[2].abs().clamp(min=0.05)]
     tail = torch.full((V,), -16.6)
     tail[V // 3] = 0.0
     return torch.stack(rows + [tail])

@@ -2,7 +2,9 @@
 
 Notation: ``p`` is the target distribution, ``q`` the draft distribution (seed 000's convention).
 See ``multidraft.verifier`` for the verifier interface and ``multidraft.solve_otlp`` for exact
-optimal-transport plans.
+optimal-transport plans. Probabilities may be NumPy arrays or CPU torch tensors of any float dtype;
+every entry point samples their rows normalised in float64, and ``multidraft.softmax`` turns
+logits into such rows.
 """
 from . import khisti
 from ._validation import row_seeds
