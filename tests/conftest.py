@@ -26,7 +26,7 @@ class Case:
     """One instance. ``q`` is (V,) for schemes iid / without_replacement and (n, V) for independent.
 
     ``p`` and ``q`` are passed to the package as stored (they may be float32 or strided views);
-    the oracle always sees their float64 values.
+    the oracle sees their rows normalised in float64, the law every entry point samples.
     """
 
     name: str
@@ -45,11 +45,11 @@ class Case:
 
     @cached_property
     def p64(self):
-        return np.array(self.p, dtype=np.float64)
+        return normalised(np.array(self.p, dtype=np.float64))
 
     @cached_property
     def q64(self):
-        return np.array(self.q, dtype=np.float64)
+        return normalised(np.array(self.q, dtype=np.float64))
 
     @cached_property
     def law(self):
@@ -111,7 +111,7 @@ def dirichlet(rng, V, concentration, size=None):
 
 def normalised(x):
     x = np.asarray(x, dtype=np.float64)
-    return x / x.sum()
+    return x / x.sum(axis=-1, keepdims=True)  # row by row, as the package does
 
 
 def random_cases(count, seed=2024):
@@ -148,7 +148,7 @@ def adversarial_pairs(seed=7):
     zp[[0, 2]] = 0.0
     zq[[1, 4]] = 0.0
     short = r5.copy()
-    short[np.argmax(short)] -= 1e-12  # sums to 1 - 1e-12 (within the 1e-6 the API accepts)
+    short[np.argmax(short)] -= 1e-12  # sums to 1 - 1e-12: accepted (float64 tolerance 1e-6), normalised
     pairs = [
         ("zeros_p", normalised(zp), s5, set()),
         ("zeros_q", r5, normalised(zq), set()),

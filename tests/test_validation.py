@@ -246,9 +246,10 @@ def test_batched_shapes_must_agree(name, call, match):
     lambda p, q: md.GlobalResolution(p, q, 2),
 ], ids=["draft_scheme", "solve_otlp", "GlobalResolution"])
 def test_plans_leave_the_callers_arrays_writable(build):
-    """Validation does not copy float64 input; the plan keeps a read-only view, not the array."""
+    """The plan keeps a read-only normalised copy; the caller's arrays stay writable and unchanged."""
     p, q = np.array([0.25, 0.25, 0.5]), np.array([0.5, 0.25, 0.25])
     plan = build(p, q)
     assert p.flags.writeable and q.flags.writeable
+    assert p.tolist() == [0.25, 0.25, 0.5] and q.tolist() == [0.5, 0.25, 0.25]
     scheme = getattr(plan, "scheme", plan)
     assert not scheme.q.flags.writeable

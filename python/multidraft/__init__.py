@@ -2,11 +2,14 @@
 
 Notation: ``p`` is the target distribution, ``q`` the draft distribution (seed 000's convention).
 See ``multidraft.verifier`` for the verifier interface and ``multidraft.solve_otlp`` for exact
-optimal-transport plans.
+optimal-transport plans. Probabilities may be NumPy arrays or CPU torch tensors of any float dtype;
+every entry point samples their rows normalised in float64, and ``multidraft.softmax`` turns
+logits into such rows.
 """
 from . import khisti
 from ._validation import row_seeds
 from .global_resolution import GlobalResolution
+from .logits import softmax
 from .otlp import (
     MAX_LP_VARIABLES,
     MAX_NETWORK_ARCS,
@@ -37,6 +40,7 @@ __all__ = [
     "optimal_subset",
     "rdk",
     "row_seeds",
+    "softmax",
     "solve_otlp",
     "verifier",
     "verifier_names",

@@ -5,48 +5,128 @@ Every violation raises :class:`ValueError` naming the argument and the problem.
 from __future__ import annotations
 
 import numbers
-from typing import Optional, Sequence, Union
+import sys
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-#: Probabilities must sum to 1 within this absolute tolerance (float32 inputs round to ~1e-7).
+#: The smallest sum tolerance, whatever the input's precision: float64 input is held to it.
 SUM_TOLERANCE = 1e-6
+
+#: Unit roundoff of float32, the least precision in which softmax kernels accumulate their
+#: normaliser (torch on the CPU does so for float16 and bfloat16 outputs too).
+_FLOAT32_ROUNDOFF = 2.0**-24
 
 RngLike = Union[np.random.Generator, int, Sequence[int], None]
 
 
-def probabilities(x, name: str, ndims: Sequence[int] = (1, 2)) -> np.ndarray:
-    """Return ``x`` as a C-contiguous float64 array after checking it is a probability array.
+def _precision(dtype) -> Tuple[float, float]:
+    """(machine epsilon, smallest normal number) of a NumPy or torch dtype; (0, 0) for integers."""
+    torch = sys.modules.get("torch")  # a torch dtype exists only if torch was imported
+    if torch is not None and isinstance(dtype, torch.dtype):
+        if not dtype.is_floating_point:
+            return 0.0, 0.0
+        info = torch.finfo(dtype)
+    elif np.issubdtype(np.dtype(dtype), np.floating):
+        info = np.finfo(dtype)
+    else:
+        return 0.0, 0.0
+    return float(info.eps), float(info.tiny)
 
-    The last axis holds distributions over the vocabulary; ``ndims`` lists the accepted ranks.
+
+def sum_tolerance(dtype, V: int) -> float:
+    """How far from 1 a distribution over ``V`` tokens stored in ``dtype`` (NumPy or torch) may sum.
+
+    Derivation: a worst-case bound on the rounding a producer adds to an exact law, for a dtype of
+    machine epsilon eps (unit roundoff u = eps / 2) and smallest normal number ``tiny``.
+
+    - Storage: rounding an entry p_i to the dtype errs by less than eps p_i (any faithful
+      rounding: to nearest, or by truncation as some bfloat16 conversions do), and by less than
+      eps tiny in the subnormal range; summed, < eps (1 + V tiny). The V tiny part matters for
+      float16 only (tiny = 6.1e-5: a flat row at V = 152064 is all subnormal).
+    - The producer's normaliser S = sum_j exp(x_j - max): every entry is divided by the same S,
+      so the relative error of S becomes the error of the sum. A sum of V positive terms in
+      precision u_acc errs by at most (V - 1) u_acc relative, whatever the summation order
+      (Higham's gamma_{V-1}). Softmax kernels accumulate in float32 or better, so
+      u_acc = min(u, 2**-24).
+
+    ``tolerance = max(SUM_TOLERANCE, eps (1 + V tiny) + (V - 1) min(u, 2**-24))``: float64 keeps
+    1e-6 (as before); float32 gets 1.9e-3 at V = 32000 and 9.1e-3 at V = 152064, bfloat16
+    9.7e-3 and 1.7e-2, float16 4.8e-3 and 1.9e-2. Integers are exact (eps = 0).
+
+    The accumulation term is not a formality: in a peaked row (one token near 1 and a tail of
+    entries near u), every addition of a tail entry to the vector lane that holds the peak can
+    lose up to u. Measured with torch 2.13 (``scripts/measure_softmax_sums.py``,
+    ``docs/benchmarks/softmax-sums.md``): random logits give float32 rows off by up to 1e-4,
+    such a tail by 0.04 u V (AVX-512 kernels) to 0.08 u V (AVX2 kernels), i.e. 3.6e-4 and
+    7.2e-4 at V = 152064: the rule is 12 to 25 times the worst float32 row. bfloat16 and float16 rows reach 2.9e-3 and 5.3e-3, mostly their
+    storage rounding, which the first term bounds: the rule is 3.6 to 6 times those.
     """
+    eps, tiny = _precision(dtype)
+    return max(SUM_TOLERANCE, eps * (1 + V * tiny) + (V - 1) * min(eps / 2, _FLOAT32_ROUNDOFF))
+
+
+def as_array(x, name: str) -> Tuple[np.ndarray, object]:
+    """``x`` as a NumPy array sharing its memory where possible, and the dtype it was stored in.
+
+    A CPU torch tensor becomes a view of its memory (detached first if it requires grad);
+    bfloat16, which NumPy lacks, is upcast to float32 (exactly). The second value is the dtype
+    the caller's values were rounded to (a torch dtype for tensors), which sets the sum tolerance.
+    """
+    torch = sys.modules.get("torch")  # a tensor exists only if torch was imported: torch stays optional
+    if torch is not None and isinstance(x, torch.Tensor):
+        if x.device.type != "cpu":
+            raise ValueError(f"'{name}' is a torch tensor on device '{x.device}': move it to the CPU first "
+                             f"('{name}.cpu()')")
+        tensor = x.detach()
+        if tensor.dtype == torch.bfloat16:
+            tensor = tensor.float()
+        try:
+            return tensor.numpy(), x.dtype
+        except (RuntimeError, TypeError) as error:  # e.g. sparse or quantised tensors
+            raise ValueError(f"'{name}' cannot be read as an array: {error}") from None
     try:
         array = np.asarray(x)
     except Exception as error:  # e.g. ragged lists
-        raise ValueError(f"'{name}' must be an array of probabilities: {error}") from None
+        raise ValueError(f"'{name}' must be an array: {error}") from None
+    return array, array.dtype
+
+
+def probabilities(x, name: str, ndims: Sequence[int] = (1, 2)) -> np.ndarray:
+    """Check that ``x`` is a probability array and return it normalised: ``x / x.sum(-1)`` in float64.
+
+    ``x``: a float16, float32 or float64 NumPy array (any strides), or a CPU torch tensor of any
+    float dtype (bfloat16 included); integer arrays too (exact). The last axis holds
+    distributions over the vocabulary; ``ndims`` lists the accepted ranks. Entries must be finite
+    and >= 0, and every row must sum to 1 within :func:`sum_tolerance` of the input's dtype and
+    V. The result is a new C-contiguous float64 array whose rows are the input's rows divided by
+    their float64 sums: the law the core computes with, exactly. ``x`` itself is never modified.
+    """
+    array, stored = as_array(x, name)
     if array.dtype == object or not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
-        raise ValueError(f"'{name}' must be a float32 or float64 array, got dtype {array.dtype}")
+        raise ValueError(f"'{name}' must be a float16, float32 or float64 array or a CPU torch tensor of floats, "
+                         f"got dtype {stored}")
     if array.ndim not in ndims:
         expected = " or ".join(f"{d}-D" for d in ndims)
         raise ValueError(f"'{name}' must be {expected}, got shape {array.shape}")
     if array.shape[-1] == 0 or array.size == 0:
         raise ValueError(f"'{name}' is empty (shape {array.shape})")
-    array = np.ascontiguousarray(array, dtype=np.float64)
-    sums = array.sum(axis=-1)
-    # Fast path, two passes: NaN fails `>= 0`, and an infinite entry makes its sum fail.
-    if np.all(array >= 0) and np.all(np.abs(sums - 1.0) <= SUM_TOLERANCE):
-        return array
+    sums = array.sum(axis=-1, dtype=np.float64)
+    tolerance = sum_tolerance(stored, array.shape[-1])
+    # Fast path, two reading passes and no temporary: NaN fails `min >= 0` and an infinite entry its sum.
+    if array.min() >= 0 and np.all(np.abs(sums - 1.0) <= tolerance):
+        return np.divide(array, sums[..., None], out=np.empty(array.shape), dtype=np.float64)
     if not np.all(np.isfinite(array)):
         where = np.argwhere(~np.isfinite(array))[0]
         raise ValueError(f"'{name}' is not finite at index {tuple(int(i) for i in where)}")
     if np.any(array < 0):
         where = np.argwhere(array < 0)[0]
         raise ValueError(f"'{name}' has a negative entry at index {tuple(int(i) for i in where)}")
-    bad = np.abs(sums - 1.0) > SUM_TOLERANCE
-    row = np.argwhere(np.atleast_1d(bad))[0]
-    total = float(np.atleast_1d(sums)[tuple(row)] if sums.ndim else sums)
-    where = "" if array.ndim == 1 else f" (row {tuple(int(i) for i in row)})"
-    raise ValueError(f"'{name}' must sum to 1 within {SUM_TOLERANCE:g}, sums to {total!r}{where}")
+    row = np.argwhere(np.atleast_1d(np.abs(sums - 1.0) > tolerance))[0]
+    total = float(np.atleast_1d(sums)[tuple(row)])
+    where = "" if array.ndim == 1 else f" in row {int(row[0]) if len(row) == 1 else tuple(int(i) for i in row)}"
+    raise ValueError(f"'{name}' must sum to 1 within {tolerance:.3g} (the tolerance for {stored} at V = "
+                     f"{array.shape[-1]}), but sums to {total!r}{where}")
 
 
 def count(n, name: str = "n", minimum: int = 1) -> int:

@@ -45,6 +45,7 @@ import torch
 
 from . import _core
 from . import _validation as check
+from .logits import softmax
 from .verifiers import Verifier, verifier as make_verifier
 
 #: The default verifier: the exact optimal one (OTLP plan, acceptance alpha*; see NAMED_OPTIONS).
@@ -80,12 +81,9 @@ def warp_probabilities(logits, temperature: float = 1.0, top_k: Optional[int] = 
         probs = np.zeros_like(x)
         np.put_along_axis(probs, np.argmax(x, axis=-1)[..., None], 1.0, axis=-1)
         return probs
-    x = x / temperature
-    if top_k is not None:
-        x = np.where(_top_k_mask(x, top_k), x, -np.inf)
-    x = x - np.max(x, axis=-1, keepdims=True)
-    probs = np.exp(x)
-    probs /= probs.sum(axis=-1, keepdims=True)
+    if top_k is not None:  # ties at the k-th value as transformers sees them: after the temperature
+        x = np.where(_top_k_mask(x / temperature, top_k), x, -np.inf)
+    probs = softmax(x.reshape(-1, x.shape[-1]), temperature).reshape(x.shape)
     if top_p is not None and top_p < 1.0:
         order = np.argsort(-probs, axis=-1, kind="stable")
         sorted_probs = np.take_along_axis(probs, order, axis=-1)

@@ -553,7 +553,7 @@ def _discard_extension(p, q_mask):
 
     Returns ``(p_ext, q_ext)`` as (B, V + 1) and whether the caller passed a batch."""
     p2, batched = _rows(p, "p")
-    q = np.asarray(q_mask)
+    q = check.as_array(q_mask, "q_mask")[0]  # a CPU torch tensor too, like p
     if q.shape != (p2.shape if batched else p2.shape[1:]):
         raise ValueError(f"'q_mask' must have the shape of 'p' {np.shape(p)}, got {q.shape}")
     q2 = np.asarray(q, dtype=np.float64).reshape(p2.shape)

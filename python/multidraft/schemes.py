@@ -86,8 +86,8 @@ class DraftScheme:
     def _assign(self, q: np.ndarray, n: int) -> None:
         self.n: int = n
         self.V: int = q.shape[-1]
-        # A read-only view: the caller's own array (validation does not copy float64 input) stays writable.
-        self.q: np.ndarray = q.view()
+        # Validation returned a normalised copy, never the caller's array: freeze it for the plan's lifetime.
+        self.q: np.ndarray = q
         self.q.setflags(write=False)
         if self.kind != "iid":  # n >= 1 i.i.d. draws are possible from every q
             # Let the core refuse impossible schemes (e.g. too few tokens to draw without replacement).
