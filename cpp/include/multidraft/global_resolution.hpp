@@ -296,6 +296,14 @@ class GlobalResolutionPlan {
     };
     keep(outer_tokens, outer, outer_T);
     keep(inner_tokens, inner, inner_T);
+    // A system without rows has an empty T: its truncation error is that of the empty set.
+    auto untruncated = [&](SystemReport& report, double block, double base) {
+      report.truncation_size = 0;
+      report.truncation_error = std::max(std::pow(block, n) - std::pow(base, n), 0.0);
+      report.gradient_l1 = 0.0;
+    };
+    if (!outer.rows_known) untruncated(outer_, q_total, mass_H);
+    if (!inner.rows_known) untruncated(inner_, mass_H, mass_Z);
     std::sort(truncated_.begin(), truncated_.end());
     const double outer_rest = std::max(q_total - mass_H - outer_T, 0.0);  // Q_R
     const double inner_rest = std::max(mass_H - mass_Z - inner_T, 0.0);   // Q_Ri
@@ -500,6 +508,7 @@ class GlobalResolutionPlan {
     if (!build_grouped_terms(member_mass, n_, bases, options_.max_terms, objective)) {
       report.within_budget = false;
       report.converged = false;
+      report.gradient_l1 = std::numeric_limits<double>::infinity();  // no solve: no bound
       return {std::vector<double>(m, 0.0), {}, false};
     }
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
