@@ -289,7 +289,8 @@ Ints plan_samples(const Plan& plan, const Ints& drafts, const Seeds& seeds) {
 
 }  // namespace
 
-void bind_rdk(py::module_& m);  // cpp/bindings/rdk.cpp (seed 001)
+void bind_rdk(py::module_& m);         // cpp/bindings/rdk.cpp (seed 001)
+void bind_validation(py::module_& m);  // cpp/bindings/validation.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "multidraft C++ core (seed 000 optimal transport, single-draft verifiers, draft schemes)";
@@ -424,4 +425,5 @@ PYBIND11_MODULE(_core, m) {
         return plan_samples(plan, drafts, seeds);
       });
   bind_rdk(m);
+  bind_validation(m);
 }

@@ -10,6 +10,8 @@ from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from . import _core
+
 #: The smallest sum tolerance, whatever the input's precision: float64 input is held to it.
 SUM_TOLERANCE = 1e-6
 
@@ -111,10 +113,14 @@ def probabilities(x, name: str, ndims: Sequence[int] = (1, 2)) -> np.ndarray:
         raise ValueError(f"'{name}' must be {expected}, got shape {array.shape}")
     if array.shape[-1] == 0 or array.size == 0:
         raise ValueError(f"'{name}' is empty (shape {array.shape})")
-    sums = array.sum(axis=-1, dtype=np.float64)
     tolerance = sum_tolerance(stored, array.shape[-1])
-    # Fast path, two reading passes and no temporary: NaN fails `min >= 0` and an infinite entry its sum.
-    if array.min() >= 0 and np.all(np.abs(sums - 1.0) <= tolerance):
+    if array.dtype in (np.float32, np.float64):  # fast path: the core checks and normalises in one read
+        rows = array.reshape(-1, array.shape[-1]) if array.ndim != 2 else array
+        normalised = _core.normalised_rows(rows, tolerance)
+        if normalised is not None:
+            return normalised.reshape(array.shape)
+    sums = array.sum(axis=-1, dtype=np.float64)
+    if array.min() >= 0 and np.all(np.abs(sums - 1.0) <= tolerance):  # float16, integers; NaN fails min >= 0
         return np.divide(array, sums[..., None], out=np.empty(array.shape), dtype=np.float64)
     if not np.all(np.isfinite(array)):
         where = np.argwhere(~np.isfinite(array))[0]

@@ -1,0 +1,47 @@
+// Binding of distribution.hpp: probability arrays checked and normalised by the core in one read
+// (python/multidraft/_validation.py calls it and explains any refusal itself).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+
+#include "multidraft/distribution.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// x (B, V) of T with any strides -> x / row sums as a new C-contiguous float64 (B, V), or None
+// when a row has a non-finite or negative entry or a sum beyond `tolerance`.
+template <class T>
+py::object normalised_rows(const py::array& x, double tolerance) {
+  const std::int64_t B = x.shape(0), V = x.shape(1);
+  const std::int64_t row_stride = x.strides(0) / static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t stride = x.strides(1) / static_cast<std::int64_t>(sizeof(T));
+  py::array_t<double> out({B, V});
+  const T* data = static_cast<const T*>(x.data());
+  double* o = out.mutable_data();
+  bool valid = true;
+  {
+    py::gil_scoped_release release;
+    for (std::int64_t b = 0; b < B && valid; ++b)
+      valid = multidraft::normalise_row(multidraft::StridedRow<T>{data + b * row_stride, V, stride}, tolerance, o + b * V);
+  }
+  return valid ? py::object(std::move(out)) : py::object(py::none());
+}
+
+}  // namespace
+
+void bind_validation(py::module_& m) {
+  m.def(
+      "normalised_rows",
+      [](const py::array& x, double tolerance) -> py::object {
+        if (x.ndim() != 2) throw std::invalid_argument("internal: normalised_rows takes a 2-D array");
+        if (x.strides(0) % x.itemsize() != 0 || x.strides(1) % x.itemsize() != 0)
+          return py::none();  // unaligned strides: the caller's NumPy path handles them
+        if (x.dtype().equal(py::dtype::of<double>())) return normalised_rows<double>(x, tolerance);
+        if (x.dtype().equal(py::dtype::of<float>())) return normalised_rows<float>(x, tolerance);
+        throw std::invalid_argument("internal: normalised_rows takes float32 or float64");
+      },
+      py::arg("x"), py::arg("tolerance"));
+}
