@@ -39,36 +39,43 @@ class Rng {
   std::uint64_t state_[4];
 };
 
-// Inverse-CDF draw of an index from weights (they need not sum to 1; negative ones count as 0).
-// Round-off past the last cumulative value returns the last index with positive weight.
-// The sums run by blocks of kSampleBlock, each vectorised: one running sum over V = 32000
-// weights is a dependency chain of V additions (tens of microseconds); the scan then skips
-// whole blocks and walks one.
-inline int sample_index(const double* weights, int size, Rng& rng) {
+// Inverse-CDF draw of an index from weights weight(0 .. size-1), read on the fly (they need not
+// sum to 1; negative ones count as 0), so a law such as (p - q)^+ is drawn from without being
+// written. -1 when no weight is positive. The sums run by blocks of kSampleBlock, each
+// vectorised: one running sum over V = 32000 weights is a dependency chain of V additions (tens
+// of microseconds); the scan then skips whole blocks and walks one.
+template <class Weight>
+inline int sample_index_by(int size, Rng& rng, Weight weight) {
   constexpr int kSampleBlock = 64;
   double total = 0.0;
 #pragma omp simd reduction(+ : total)
-  for (int i = 0; i < size; ++i) total += std::max(weights[i], 0.0);
+  for (int i = 0; i < size; ++i) total += std::max(weight(i), 0.0);
+  if (!(total > 0.0)) return -1;
   const double u = rng.uniform() * total;
   double cumulative = 0.0;
   for (int begin = 0; begin < size; begin += kSampleBlock) {
     const int end = std::min(size, begin + kSampleBlock);
     double block = 0.0;
 #pragma omp simd reduction(+ : block)
-    for (int i = begin; i < end; ++i) block += std::max(weights[i], 0.0);
+    for (int i = begin; i < end; ++i) block += std::max(weight(i), 0.0);
     if (cumulative + block <= u) {
       cumulative += block;
       continue;
     }
     for (int i = begin; i < end; ++i) {
-      if (weights[i] <= 0.0) continue;
-      cumulative += weights[i];
+      const double w = weight(i);
+      if (w <= 0.0) continue;
+      cumulative += w;
       if (u < cumulative) return i;
     }
   }
-  for (int i = size - 1; i >= 0; --i)
-    if (weights[i] > 0.0) return i;
+  for (int i = size - 1; i >= 0; --i)  // round-off past the last cumulative value
+    if (weight(i) > 0.0) return i;
   return -1;
+}
+
+inline int sample_index(const double* weights, int size, Rng& rng) {
+  return sample_index_by(size, rng, [weights](int i) { return weights[i]; });
 }
 
 }  // namespace multidraft

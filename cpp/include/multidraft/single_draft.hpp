@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "multidraft/rng.hpp"
+
 namespace multidraft {
 
 // Optimal single-draft acceptance beta = sum_i min(p(i), q(i)) (seed 002, closed form).
@@ -29,6 +31,14 @@ inline void sps_transport(const double* p, const double* q, int V, int draft, do
   const double scale = (1.0 - accept) / (has_residual ? residual_mass : p_mass);
   for (int i = 0; i < V; ++i) out[i] = scale * (has_residual ? std::max(p[i] - q[i], 0.0) : p[i]);
   out[draft] += accept;
+}
+
+// One token of sps_transport's law without writing it: the acceptance test, and only on rejection
+// one pass over (p - q)^+ (p itself when that vanishes, as above).
+inline int sps_sample(const double* p, const double* q, int V, int draft, Rng& rng) {
+  if (rng.uniform() < std::min(1.0, p[draft] / q[draft])) return draft;
+  const int token = sample_index_by(V, rng, [p, q](int i) { return p[i] - q[i]; });
+  return token >= 0 ? token : sample_index(p, V, rng);
 }
 
 // Naive rejection (seed 002): draw Z ~ p independently of the drafts and accept iff Z is one of
