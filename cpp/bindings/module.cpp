@@ -1,7 +1,8 @@
 // pybind11 bindings: the only C++ that knows about Python. They take C-contiguous float64 /
-// int64 arrays already validated by python/multidraft/_validation.py, convert, and release the
-// GIL around every loop. Batched layout: p (B, V); q (B, rows, V) with rows = n for independent
-// drafts and 1 otherwise; drafts (B, n); seeds (B,) uint64, one core generator per row.
+// int64 arrays already validated by python/multidraft/_validation.py, convert, and run every
+// batched loop on the core's thread pool with the GIL released (parallel.hpp). Batched layout:
+// p (B, V); q (B, rows, V) with rows = n for independent drafts and 1 otherwise; drafts (B, n);
+// seeds (B,) uint64, one core generator per row.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "arrays.hpp"
+#include "parallel.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/global_resolution.hpp"
 #include "multidraft/khisti.hpp"
@@ -24,6 +26,7 @@
 #include "multidraft/spechub.hpp"
 #include "multidraft/spectr.hpp"
 #include "multidraft/subset_selection.hpp"
+#include "multidraft/thread_pool.hpp"
 
 namespace py = pybind11;
 using namespace multidraft;
@@ -33,6 +36,8 @@ namespace {
 using multidraft_bindings::Doubles;
 using multidraft_bindings::Ints;
 using multidraft_bindings::Seeds;
+using multidraft_bindings::parallel_chunks;
+using multidraft_bindings::parallel_rows;
 
 SchemeKind parse_kind(const std::string& kind) {
   if (kind == "iid") return SchemeKind::iid;
@@ -62,14 +67,13 @@ Batch batch_of(const Doubles& p, const Doubles& q) {
   return {p.shape(0), p.shape(1), q.shape(1) * q.shape(2)};
 }
 
-// The shell of every batched per-row computation: calls row(r, p_row, q_row, V) for the B rows
-// of p (B, V) and q (B, rows, V) with the GIL released.
+// The shell of every batched per-(p, q)-row computation: calls row(r, p_row, q_row, V) for the
+// B rows of p (B, V) and q (B, rows, V).
 template <class Row>
 void for_each_row(const Doubles& p, const Doubles& q, Row row) {
   const Batch b = batch_of(p, q);
   const double *pp = p.data(), *qq = q.data();
-  py::gil_scoped_release release;
-  for (py::ssize_t r = 0; r < b.B; ++r) row(r, pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V));
+  parallel_rows(b.B, [&](py::ssize_t r) { row(r, pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V)); });
 }
 
 // One value per row: value(p_row, q_row, V) -> (B,).
@@ -104,10 +108,7 @@ py::array_t<double> tuple_probability(const Doubles& q, const std::string& kind,
   const DraftScheme scheme(parse_kind(kind), n, V, q.data());
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(M * n));
   double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t m = 0; m < M; ++m) o[m] = scheme.tuple_probability(tuples.data() + m * n);
-  }
+  parallel_rows(M, [&](py::ssize_t m) { o[m] = scheme.tuple_probability(tuples.data() + m * n); });
   return out;
 }
 
@@ -118,16 +119,15 @@ Ints sample_drafts(const Doubles& q, const std::string& kind, int n, const Seeds
   std::int64_t* o = out.mutable_data();
   const double* qq = q.data();
   const std::uint64_t* s = seeds.data();
-  {
-    py::gil_scoped_release release;
+  parallel_chunks(B, [&](std::int64_t begin, std::int64_t end) {
     std::vector<int> drafts(n);
-    for (py::ssize_t r = 0; r < B; ++r) {
+    for (std::int64_t r = begin; r < end; ++r) {
       const DraftScheme scheme(k, n, static_cast<int>(V), qq + r * stride);
       Rng rng(s[r]);
       scheme.sample(rng, drafts.data());
       for (int j = 0; j < n; ++j) o[r * n + j] = drafts[j];
     }
-  }
+  });
   return out;
 }
 
@@ -138,20 +138,18 @@ Ints sample_rows(const Doubles& laws, const Seeds& seeds) {
   std::int64_t* o = out.mutable_data();
   const double* l = laws.data();
   const std::uint64_t* s = seeds.data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < B; ++r) {
-      Rng rng(s[r]);
-      o[r] = sample_index(l + r * V, static_cast<int>(V), rng);
-    }
-  }
+  parallel_rows(B, [&](py::ssize_t r) {
+    Rng rng(s[r]);
+    o[r] = sample_index(l + r * V, static_cast<int>(V), rng);
+  });
   return out;
 }
 
-// The shell of every batched transport: p (B, V), q (B, rows, V), drafts (B, n) -> laws (B, V),
-// GIL released. `make(p_row, q_row, V, n)` builds a plan for one (p, q) row and
-// `plan->transport(drafts, out)` slices it; consecutive rows with the same p and q (many draft
-// tuples for one context) share a plan, so exact plans are solved once per context.
+// The shell of every batched transport: p (B, V), q (B, rows, V), drafts (B, n) -> laws (B, V).
+// `make(p_row, q_row, V, n)` builds a plan for one (p, q) row and `plan->transport(drafts, out)`
+// slices it; consecutive rows of a chunk with the same p and q (many draft tuples for one
+// context) share a plan, so exact plans are solved once per context and chunk. A chunk builds
+// its own plan at its first row: plans are deterministic, so the laws do not depend on the cut.
 template <class Make>
 py::array_t<double> transport_rows(const Doubles& p, const Doubles& q, const Ints& drafts, Make make) {
   const Batch b = batch_of(p, q);
@@ -161,16 +159,16 @@ py::array_t<double> transport_rows(const Doubles& p, const Doubles& q, const Int
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
   const double *pp = p.data(), *qq = q.data();
   double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
+  parallel_chunks(b.B, [&](std::int64_t begin, std::int64_t end) {
     decltype(make(pp, qq, V, n)) plan;
-    for (py::ssize_t r = 0; r < b.B; ++r) {
+    for (std::int64_t r = begin; r < end; ++r) {
       const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
-      const bool same = r > 0 && std::equal(pr, pr + b.V, pr - b.V) && std::equal(qr, qr + b.q_stride, qr - b.q_stride);
+      const bool same = r > begin && std::equal(pr, pr + b.V, pr - b.V) &&
+                        std::equal(qr, qr + b.q_stride, qr - b.q_stride);
       if (!same) plan = make(pr, qr, V, n);
       plan->transport(tuples.data() + r * n, o + r * b.V);
     }
-  }
+  });
   return out;
 }
 
@@ -255,17 +253,14 @@ py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
   return py::make_tuple(acceptance, rho);
 }
 
-// Slices of a plan at M tuples (M, n) -> (M, V).
+// Slices of one plan, shared by the chunks, at M tuples (M, n) -> (M, V).
 template <class Plan>
 py::array_t<double> plan_transport(const Plan& plan, const Ints& drafts, int V) {
   const py::ssize_t M = drafts.shape(0), n = drafts.shape(1);
   py::array_t<double> out({M, static_cast<py::ssize_t>(V)});
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(M * n));
   double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t m = 0; m < M; ++m) plan.transport(tuples.data() + m * n, o + m * V);
-  }
+  parallel_rows(M, [&](py::ssize_t m) { plan.transport(tuples.data() + m * n, o + m * V); });
   return out;
 }
 
@@ -276,6 +271,11 @@ void bind_rdk(py::module_& m);  // cpp/bindings/rdk.cpp (seed 001)
 PYBIND11_MODULE(_core, m) {
   m.doc() = "multidraft C++ core (seed 000 optimal transport, single-draft verifiers, draft schemes)";
   m.attr("MAX_NETWORK_ARCS") = kMaxNetworkArcs;
+  m.attr("MAX_THREADS") = ThreadPool::kMaxThreads;
+  // Releases the GIL: shrinking waits for ending workers to finish the chunk they are running.
+  m.def("set_num_threads", [](int k) { ThreadPool::global().set_threads(k); }, py::arg("k"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("get_num_threads", [] { return ThreadPool::global().threads(); });
   m.def("transport", &batched_transport, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
         py::arg("kind") = "iid", py::arg("without_replacement") = false, py::arg("truncation") = -1);
   m.def("acceptance_rate", [](const Doubles& p, const Doubles& q) {

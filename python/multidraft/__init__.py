@@ -17,6 +17,7 @@ from .otlp import (
     solve_otlp,
 )
 from .schemes import SCHEME_KINDS, DraftScheme, draft_scheme
+from .threads import MAX_THREADS, get_num_threads, set_num_threads
 from .verifiers import Verifier, verifier, verifier_names
 from . import rdk  # seed 001: out-of-vocabulary drafting (after verifiers, which it uses)
 
@@ -25,6 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MAX_LP_VARIABLES",
     "MAX_NETWORK_ARCS",
+    "MAX_THREADS",
     "SCHEME_KINDS",
     "DraftScheme",
     "GlobalResolution",
@@ -32,11 +34,13 @@ __all__ = [
     "Verifier",
     "acceptance_rate",
     "draft_scheme",
+    "get_num_threads",
     "khisti",
     "optimal_acceptance",
     "optimal_subset",
     "rdk",
     "row_seeds",
+    "set_num_threads",
     "solve_otlp",
     "verifier",
     "verifier_names",
