@@ -169,6 +169,8 @@ def test_batched_core_calls_identical_for_any_thread_count():
     M = md.rdk.AffinityMatrix.from_calibration(rng.normal(size=(20, V)), tau=1.0, top_k=8)
     plan = md.solve_otlp(p[0], truncated(rng, V, 6), n, method="maxflow_cs")
     tuples = np.array([plan.scheme.sample(seed) for seed in range(9)])
+    calibration = rng.normal(size=(8, 4096))  # M's covariance rows: 3 blocks of 1024 rows at V = 4096
+    calibration_rows = rng.choice(4096, 2100, replace=False)
 
     def calls():
         return [md.optimal_acceptance(p, q, n), md.optimal_subset(p, q, n)[1],
@@ -177,7 +179,8 @@ def test_batched_core_calls_identical_for_any_thread_count():
                 _core.sample_drafts(qs, "independent", n, seeds),
                 _core.tuple_probability(q[0], "iid", n, np.arange(3 * n).reshape(3, n) % V),
                 plan.transport(tuples), vmap.tli(p), vmap.masked(p), M.proposal(p), M.sample(p, n, seeds),
-                md.rdk.taylor_proposal(p, q[0], 10.0)]
+                md.rdk.taylor_proposal(p, q[0], 10.0),
+                *vars(md.rdk.affinity_scores(calibration, 8, calibration_rows)).values()]
 
     results = []
     for k in (1, 2, 3):
