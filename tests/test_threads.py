@@ -18,6 +18,9 @@ from conftest import dirichlet
 
 THREADS = 4
 REPEATS = 5  # fresh plans per method: a race shows up only on some runs
+# Rows of light work (a pass over p and q) are cut into chunks of at least 2**17 numbers: at this
+# V a batch of 7 is cut into 3 chunks.
+WIDE = 40000
 
 
 @pytest.fixture(autouse=True)
@@ -147,7 +150,7 @@ def test_shared_verifier_equals_serial(v, n):
 @pytest.mark.parametrize("v, n", CONFIGS, ids=[repr(v) for v, _ in CONFIGS])
 def test_batches_identical_for_any_thread_count(v, n):
     # Runs of equal (p, q) rows: every chunk builds its own plan at its first row.
-    p, q, drafts = verifier_batch(v, n, B=7, V=40, rng=np.random.default_rng(4), repeated=True)
+    p, q, drafts = verifier_batch(v, n, B=7, V=WIDE, rng=np.random.default_rng(4), repeated=True)
     results = []
     for k in (1, 2, 3):
         md.set_num_threads(k)
@@ -158,7 +161,7 @@ def test_batches_identical_for_any_thread_count(v, n):
 
 def test_batched_core_calls_identical_for_any_thread_count():
     rng = np.random.default_rng(6)
-    B, V, n = 7, 300, 3
+    B, V, n = 16, WIDE, 3  # chunks of 4 rows of a single distribution
     p = dirichlet(rng, V, 0.3, B)
     q = dirichlet(rng, V, 0.3, B)
     qs = dirichlet(rng, V, 0.3, (B, n))
@@ -166,18 +169,19 @@ def test_batched_core_calls_identical_for_any_thread_count():
     seeds = np.arange(B, dtype=np.uint64) + 11
     counts = rng.integers(1, 1000, V)
     vmap = md.rdk.VocabularyMap.frequency_ranked(counts, V // 2)
-    M = md.rdk.AffinityMatrix.from_calibration(rng.normal(size=(20, V)), tau=1.0, top_k=8)
+    M = md.rdk.AffinityMatrix.from_calibration(rng.normal(size=(4, V)), tau=1.0, top_k=8, rows=np.arange(50))
     plan = md.solve_otlp(p[0], truncated(rng, V, 6), n, method="maxflow_cs")
     tuples = np.array([plan.scheme.sample(seed) for seed in range(9)])
+    many_tuples = rng.integers(0, V, (140000, n))  # chunks of 2**17 / n tuples
     calibration = rng.normal(size=(8, 4096))  # M's covariance rows: 3 blocks of 1024 rows at V = 4096
     calibration_rows = rng.choice(4096, 2100, replace=False)
 
     def calls():
-        return [md.optimal_acceptance(p, q, n), md.optimal_subset(p, q, n)[1],
+        return [*md.optimal_subset(p, q, n),
                 md.optimal_acceptance(p, top, n, scheme="without_replacement"), md.acceptance_rate(p, q),
                 _core.sample_drafts(q.reshape(B, 1, V), "iid", n, seeds),
                 _core.sample_drafts(qs, "independent", n, seeds),
-                _core.tuple_probability(q[0], "iid", n, np.arange(3 * n).reshape(3, n) % V),
+                _core.tuple_probability(q[0], "iid", n, many_tuples), _core.sample_rows(p, seeds),
                 plan.transport(tuples), vmap.tli(p), vmap.masked(p), M.proposal(p), M.sample(p, n, seeds),
                 md.rdk.taylor_proposal(p, q[0], 10.0),
                 *vars(md.rdk.affinity_scores(calibration, 8, calibration_rows)).values()]

@@ -24,6 +24,7 @@ using multidraft_bindings::Doubles;
 using multidraft_bindings::Indices;
 using multidraft_bindings::Ints;
 using multidraft_bindings::Seeds;
+using multidraft_bindings::light_rows;
 using multidraft_bindings::parallel_rows;
 
 template <class T>
@@ -53,7 +54,7 @@ py::tuple project(const Doubles& q, const Ints& draft_to_target, std::int64_t ta
   const double* qq = q.data();
   const std::int64_t* map = draft_to_target.data();
   double *o = out.mutable_data(), *m = mass.mutable_data();
-  parallel_rows(B, [&](py::ssize_t r) {
+  parallel_rows(B, light_rows(Vd + target_size), [&](py::ssize_t r) {
     m[r] = renormalise ? tli_projection(qq + r * Vd, Vd, map, target_size, o + r * target_size)
                        : masked_projection(qq + r * Vd, Vd, map, target_size, o + r * target_size);
   });
@@ -66,7 +67,7 @@ py::array_t<double> proposal_rows(const Csr& M, const Doubles& q_prime) {
   const CsrView view = M.view();
   const double* q = q_prime.data();
   double* o = out.mutable_data();
-  parallel_rows(B, [&](py::ssize_t r) { rdk_proposal(view, q + r * V, o + r * V); });
+  parallel_rows(B, light_rows(V), [&](py::ssize_t r) { rdk_proposal(view, q + r * V, o + r * V); });
   return out;
 }
 
@@ -78,7 +79,7 @@ Ints sample_rows(const Csr& M, const Doubles& q_prime, int n, const Seeds& seeds
   const double* q = q_prime.data();
   const std::uint64_t* s = seeds.data();
   std::int64_t* o = out.mutable_data();
-  parallel_rows(B, [&](py::ssize_t r) {
+  parallel_rows(B, light_rows(n * V), [&](py::ssize_t r) {
     Rng rng(s[r]);
     for (int j = 0; j < n; ++j) o[r * n + j] = rdk_sample(view, q + r * V, rng);
   });
@@ -90,7 +91,7 @@ py::array_t<double> taylor_rows(const Doubles& q_prime, const Doubles& prior, do
   py::array_t<double> out({B, V});
   const double *q = q_prime.data(), *pi = prior.data();
   double* o = out.mutable_data();
-  parallel_rows(B, [&](py::ssize_t r) { taylor_proposal(q + r * V, pi, V, n_eff, o + r * V); });
+  parallel_rows(B, light_rows(V), [&](py::ssize_t r) { taylor_proposal(q + r * V, pi, V, n_eff, o + r * V); });
   return out;
 }
 

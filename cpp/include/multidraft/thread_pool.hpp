@@ -1,6 +1,7 @@
-// The process-wide thread pool of batched calls. parallel_for(rows, body) cuts [0, rows) into
-// contiguous chunks, one per thread (the calling thread works too), runs body(begin, end) on
-// each and returns when all are done. The cut depends only on rows and the thread count, and
+// The process-wide thread pool of batched calls. parallel_for(rows, body, min_rows) cuts
+// [0, rows) into contiguous chunks, one per thread but none under min_rows rows (the calling
+// thread works too), runs body(begin, end) on each and returns when all are done. The cut
+// depends only on rows, min_rows and the thread count, and
 // every row of a batch is computed from its own inputs and seed, so results do not depend on the
 // thread count or on which thread ran a chunk; a body keeps its scratch per chunk.
 //
@@ -66,10 +67,12 @@ class ThreadPool {
     for (std::thread& worker : leaving) worker.join();  // each finishes its current chunk first
   }
 
+  // min_rows: the fewest rows worth a chunk, where waking a worker would cost more than the
+  // rows it takes over.
   template <class Body>
-  void parallel_for(std::int64_t rows, Body&& body) {
+  void parallel_for(std::int64_t rows, Body&& body, std::int64_t min_rows = 1) {
     if (rows <= 0) return;
-    const std::int64_t chunks = std::min<std::int64_t>(threads(), rows);
+    const std::int64_t chunks = std::clamp<std::int64_t>(rows / std::max<std::int64_t>(min_rows, 1), 1, threads());
     if (chunks == 1) {  // inline: no lock, no queue
       body(std::int64_t{0}, rows);
       return;
