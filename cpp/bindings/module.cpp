@@ -1,7 +1,8 @@
 // pybind11 bindings: the only C++ that knows about Python. They take C-contiguous float64 /
-// int64 arrays already validated by python/multidraft/_validation.py, convert, and release the
-// GIL around every loop. Batched layout: p (B, V); q (B, rows, V) with rows = n for independent
-// drafts and 1 otherwise; drafts (B, n); seeds (B,) uint64, one core generator per row.
+// int64 arrays already validated by python/multidraft/_validation.py, convert, and run every
+// batched loop on the core's thread pool with the GIL released (parallel.hpp). Batched layout:
+// p (B, V); q (B, rows, V) with rows = n for independent drafts and 1 otherwise; drafts (B, n);
+// seeds (B,) uint64, one core generator per row.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "arrays.hpp"
+#include "parallel.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/global_resolution.hpp"
 #include "multidraft/khisti.hpp"
@@ -24,6 +26,7 @@
 #include "multidraft/spechub.hpp"
 #include "multidraft/spectr.hpp"
 #include "multidraft/subset_selection.hpp"
+#include "multidraft/thread_pool.hpp"
 
 namespace py = pybind11;
 using namespace multidraft;
@@ -33,6 +36,9 @@ namespace {
 using multidraft_bindings::Doubles;
 using multidraft_bindings::Ints;
 using multidraft_bindings::Seeds;
+using multidraft_bindings::light_rows;
+using multidraft_bindings::parallel_chunks;
+using multidraft_bindings::parallel_rows;
 
 SchemeKind parse_kind(const std::string& kind) {
   if (kind == "iid") return SchemeKind::iid;
@@ -62,22 +68,30 @@ Batch batch_of(const Doubles& p, const Doubles& q) {
   return {p.shape(0), p.shape(1), q.shape(1) * q.shape(2)};
 }
 
-// The shell of every batched per-row computation: calls row(r, p_row, q_row, V) for the B rows
-// of p (B, V) and q (B, rows, V) with the GIL released.
+// The cost of one (p, q) row: a pass or two over it (light), or a sort, a search or a max-flow
+// (heavy, each row worth a thread).
+enum class RowWork { light, heavy };
+
+std::int64_t min_rows(const Batch& b, RowWork work) {
+  return work == RowWork::light ? light_rows(b.V + b.q_stride) : 1;
+}
+
+// The shell of every batched per-(p, q)-row computation: calls row(r, p_row, q_row, V) for the
+// B rows of p (B, V) and q (B, rows, V).
 template <class Row>
-void for_each_row(const Doubles& p, const Doubles& q, Row row) {
+void for_each_row(const Doubles& p, const Doubles& q, RowWork work, Row row) {
   const Batch b = batch_of(p, q);
   const double *pp = p.data(), *qq = q.data();
-  py::gil_scoped_release release;
-  for (py::ssize_t r = 0; r < b.B; ++r) row(r, pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V));
+  parallel_rows(b.B, min_rows(b, work),
+                [&](py::ssize_t r) { row(r, pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V)); });
 }
 
 // One value per row: value(p_row, q_row, V) -> (B,).
 template <class Value>
-py::array_t<double> values_per_row(const Doubles& p, const Doubles& q, Value value) {
+py::array_t<double> values_per_row(const Doubles& p, const Doubles& q, RowWork work, Value value) {
   py::array_t<double> out(p.shape(0));
   double* o = out.mutable_data();
-  for_each_row(p, q, [&](py::ssize_t r, const double* pr, const double* qr, int V) { o[r] = value(pr, qr, V); });
+  for_each_row(p, q, work, [&](py::ssize_t r, const double* pr, const double* qr, int V) { o[r] = value(pr, qr, V); });
   return out;
 }
 
@@ -88,7 +102,7 @@ py::tuple batched_optimal_subset(const Doubles& p, const Doubles& q, int n, cons
   py::array_t<bool> in_H({B, V});
   double* a = alpha.mutable_data();
   bool* h = in_H.mutable_data();
-  for_each_row(p, q, [&](py::ssize_t r, const double* pr, const double* qr, int V) {
+  for_each_row(p, q, RowWork::heavy, [&](py::ssize_t r, const double* pr, const double* qr, int V) {
     const SubsetSolution s = multidraft::optimal_subset(pr, DraftScheme(k, n, V, qr));
     a[r] = s.alpha;
     for (int i = 0; i < V; ++i) h[r * V + i] = s.in_H[i] != 0;
@@ -104,10 +118,7 @@ py::array_t<double> tuple_probability(const Doubles& q, const std::string& kind,
   const DraftScheme scheme(parse_kind(kind), n, V, q.data());
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(M * n));
   double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t m = 0; m < M; ++m) o[m] = scheme.tuple_probability(tuples.data() + m * n);
-  }
+  parallel_rows(M, light_rows(n), [&](py::ssize_t m) { o[m] = scheme.tuple_probability(tuples.data() + m * n); });
   return out;
 }
 
@@ -118,16 +129,15 @@ Ints sample_drafts(const Doubles& q, const std::string& kind, int n, const Seeds
   std::int64_t* o = out.mutable_data();
   const double* qq = q.data();
   const std::uint64_t* s = seeds.data();
-  {
-    py::gil_scoped_release release;
+  parallel_chunks(B, light_rows(stride), [&](std::int64_t begin, std::int64_t end) {
     std::vector<int> drafts(n);
-    for (py::ssize_t r = 0; r < B; ++r) {
+    for (std::int64_t r = begin; r < end; ++r) {
       const DraftScheme scheme(k, n, static_cast<int>(V), qq + r * stride);
       Rng rng(s[r]);
       scheme.sample(rng, drafts.data());
       for (int j = 0; j < n; ++j) o[r * n + j] = drafts[j];
     }
-  }
+  });
   return out;
 }
 
@@ -138,22 +148,20 @@ Ints sample_rows(const Doubles& laws, const Seeds& seeds) {
   std::int64_t* o = out.mutable_data();
   const double* l = laws.data();
   const std::uint64_t* s = seeds.data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < B; ++r) {
-      Rng rng(s[r]);
-      o[r] = sample_index(l + r * V, static_cast<int>(V), rng);
-    }
-  }
+  parallel_rows(B, light_rows(V), [&](py::ssize_t r) {
+    Rng rng(s[r]);
+    o[r] = sample_index(l + r * V, static_cast<int>(V), rng);
+  });
   return out;
 }
 
-// The shell of every batched transport: p (B, V), q (B, rows, V), drafts (B, n) -> laws (B, V),
-// GIL released. `make(p_row, q_row, V, n)` builds a plan for one (p, q) row and
-// `plan->transport(drafts, out)` slices it; consecutive rows with the same p and q (many draft
-// tuples for one context) share a plan, so exact plans are solved once per context.
+// The shell of every batched transport: p (B, V), q (B, rows, V), drafts (B, n) -> laws (B, V).
+// `make(p_row, q_row, V, n)` builds a plan for one (p, q) row and `plan->transport(drafts, out)`
+// slices it; consecutive rows of a chunk with the same p and q (many draft tuples for one
+// context) share a plan, so exact plans are solved once per context and chunk. A chunk builds
+// its own plan at its first row: plans are deterministic, so the laws do not depend on the cut.
 template <class Make>
-py::array_t<double> transport_rows(const Doubles& p, const Doubles& q, const Ints& drafts, Make make) {
+py::array_t<double> transport_rows(const Doubles& p, const Doubles& q, const Ints& drafts, RowWork work, Make make) {
   const Batch b = batch_of(p, q);
   const int n = static_cast<int>(drafts.shape(1));
   const int V = static_cast<int>(b.V);
@@ -161,16 +169,16 @@ py::array_t<double> transport_rows(const Doubles& p, const Doubles& q, const Int
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
   const double *pp = p.data(), *qq = q.data();
   double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
+  parallel_chunks(b.B, min_rows(b, work), [&](std::int64_t begin, std::int64_t end) {
     decltype(make(pp, qq, V, n)) plan;
-    for (py::ssize_t r = 0; r < b.B; ++r) {
+    for (std::int64_t r = begin; r < end; ++r) {
       const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
-      const bool same = r > 0 && std::equal(pr, pr + b.V, pr - b.V) && std::equal(qr, qr + b.q_stride, qr - b.q_stride);
+      const bool same = r > begin && std::equal(pr, pr + b.V, pr - b.V) &&
+                        std::equal(qr, qr + b.q_stride, qr - b.q_stride);
       if (!same) plan = make(pr, qr, V, n);
       plan->transport(tuples.data() + r * n, o + r * b.V);
     }
-  }
+  });
   return out;
 }
 
@@ -210,35 +218,35 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
                                       const std::string& kind, bool without_replacement, int truncation) {
   const SchemeKind k = parse_kind(kind);
   if (method == "sps")
-    return transport_rows(p, q, drafts, [](const double* pr, const double* qr, int V, int) {
+    return transport_rows(p, q, drafts, RowWork::light, [](const double* pr, const double* qr, int V, int) {
       return std::make_unique<SpsPlan>(SpsPlan{pr, qr, V});
     });
   if (method == "naive")
-    return transport_rows(p, q, drafts, [](const double* pr, const double*, int V, int) {
+    return transport_rows(p, q, drafts, RowWork::light, [](const double* pr, const double*, int V, int) {
       return std::make_unique<NaivePlan>(NaivePlan{pr, V});
     });
   if (method == "rrs")
-    return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
+    return transport_rows(p, q, drafts, RowWork::light, [&](const double* pr, const double* qr, int V, int n) {
       return std::make_unique<RrsPlan>(RrsPlan{pr, qr, V, n, without_replacement});
     });
   if (method == "spectr")
-    return transport_rows(p, q, drafts, [](const double* pr, const double* qr, int V, int n) {
+    return transport_rows(p, q, drafts, RowWork::heavy, [](const double* pr, const double* qr, int V, int n) {
       return std::make_unique<KSequentialPlan>(pr, qr, V, n);
     });
   if (method == "spechub")
-    return transport_rows(p, q, drafts, [](const double* pr, const double* qr, int V, int) {
+    return transport_rows(p, q, drafts, RowWork::light, [](const double* pr, const double* qr, int V, int) {
       return std::make_unique<SpecHubPlan>(pr, qr, V);
     });
   if (method == "khisti")
-    return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
+    return transport_rows(p, q, drafts, RowWork::heavy, [&](const double* pr, const double* qr, int V, int n) {
       return std::make_unique<CanonicalDecomposition>(pr, qr, V, n, k, truncation);
     });
   if (method == "maxflow")
-    return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
+    return transport_rows(p, q, drafts, RowWork::heavy, [&](const double* pr, const double* qr, int V, int n) {
       return std::make_unique<RelaxedPlan>(pr, qr, V, k, n, NetworkKind::sets);
     });
   if (method == "maxflow_cs")
-    return transport_rows(p, q, drafts, [&](const double* pr, const double* qr, int V, int n) {
+    return transport_rows(p, q, drafts, RowWork::heavy, [&](const double* pr, const double* qr, int V, int n) {
       return std::make_unique<SlacknessPlan>(pr, qr, V, k, n);
     });
   throw std::invalid_argument("internal: unknown batched transport '" + method + "'");
@@ -247,7 +255,7 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
 py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
   py::array_t<double> acceptance(p.shape(0)), rho(p.shape(0));
   double *a = acceptance.mutable_data(), *r = rho.mutable_data();
-  for_each_row(p, q, [&](py::ssize_t i, const double* pr, const double* qr, int V) {
+  for_each_row(p, q, RowWork::heavy, [&](py::ssize_t i, const double* pr, const double* qr, int V) {
     const KSequential k = kseq_prepare(pr, qr, V, n);
     a[i] = k.acceptance;
     r[i] = k.rho;
@@ -255,17 +263,14 @@ py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
   return py::make_tuple(acceptance, rho);
 }
 
-// Slices of a plan at M tuples (M, n) -> (M, V).
+// Slices of one plan, shared by the chunks, at M tuples (M, n) -> (M, V).
 template <class Plan>
 py::array_t<double> plan_transport(const Plan& plan, const Ints& drafts, int V) {
   const py::ssize_t M = drafts.shape(0), n = drafts.shape(1);
   py::array_t<double> out({M, static_cast<py::ssize_t>(V)});
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(M * n));
   double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t m = 0; m < M; ++m) plan.transport(tuples.data() + m * n, o + m * V);
-  }
+  parallel_rows(M, light_rows(V), [&](py::ssize_t m) { plan.transport(tuples.data() + m * n, o + m * V); });
   return out;
 }
 
@@ -295,26 +300,36 @@ void bind_validation(py::module_& m);  // cpp/bindings/validation.cpp
 PYBIND11_MODULE(_core, m) {
   m.doc() = "multidraft C++ core (seed 000 optimal transport, single-draft verifiers, draft schemes)";
   m.attr("MAX_NETWORK_ARCS") = kMaxNetworkArcs;
+  m.attr("MAX_THREADS") = ThreadPool::kMaxThreads;
+  // Releases the GIL: shrinking waits for ending workers to finish the chunk they are running.
+  m.def("set_num_threads", [](int k) { ThreadPool::global().set_threads(k); }, py::arg("k"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("get_num_threads", [] { return ThreadPool::global().threads(); });
   m.def("transport", &batched_transport, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
         py::arg("kind") = "iid", py::arg("without_replacement") = false, py::arg("truncation") = -1);
   m.def("acceptance_rate", [](const Doubles& p, const Doubles& q) {
-    return values_per_row(p, q, [](const double* pr, const double* qr, int V) { return sps_acceptance(pr, qr, V); });
+    return values_per_row(p, q, RowWork::light,
+                          [](const double* pr, const double* qr, int V) { return sps_acceptance(pr, qr, V); });
   }, py::arg("p"), py::arg("q"));
   m.def("naive_acceptance", [](const Doubles& p, const Doubles& q, int n) {
-    return values_per_row(p, q, [n](const double* pr, const double* qr, int V) { return naive_acceptance(pr, qr, V, n); });
+    return values_per_row(p, q, RowWork::light,
+                          [n](const double* pr, const double* qr, int V) { return naive_acceptance(pr, qr, V, n); });
   }, py::arg("p"), py::arg("q"), py::arg("n"));
   m.def("spechub_acceptance", [](const Doubles& p, const Doubles& q) {
-    return values_per_row(p, q, [](const double* pr, const double* qr, int V) { return spechub_acceptance(pr, qr, V); });
+    return values_per_row(p, q, RowWork::light,
+                          [](const double* pr, const double* qr, int V) { return spechub_acceptance(pr, qr, V); });
   }, py::arg("p"), py::arg("q"));
   m.def("rrs_acceptance", [](const Doubles& p, const Doubles& q, int n, bool without_replacement, double max_work) {
-    return values_per_row(p, q, [&](const double* pr, const double* qr, int V) {
+    // Without replacement: a sum over draft prefixes.
+    return values_per_row(p, q, without_replacement ? RowWork::heavy : RowWork::light,
+                          [&](const double* pr, const double* qr, int V) {
       return without_replacement ? rrs_without_replacement_acceptance(pr, qr, V, n, max_work) : rrs_acceptance(pr, qr, V, n);
     });
   }, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("without_replacement"), py::arg("max_work"));
   m.def("khisti_acceptance", [](const Doubles& p, const Doubles& q, int n, const std::string& kind, int truncation,
                                 double max_work) {
     const SchemeKind k = parse_kind(kind);
-    return values_per_row(p, q, [&](const double* pr, const double* qr, int V) {
+    return values_per_row(p, q, RowWork::heavy, [&](const double* pr, const double* qr, int V) {
       return CanonicalDecomposition(pr, qr, V, n, k, truncation).acceptance(max_work);
     });
   }, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"), py::arg("truncation"), py::arg("max_work"));

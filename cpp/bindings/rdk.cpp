@@ -1,6 +1,7 @@
 // pybind11 bindings of seed 001 (RDK): vocabulary maps, the affinity matrix M and the RDK
-// proposals. Inputs are validated by python/multidraft/rdk.py; these functions convert arrays
-// and release the GIL around every loop. Batched layout: distributions (B, V), seeds (B,).
+// proposals. Inputs are validated by python/multidraft/rdk.py; these functions convert arrays,
+// release the GIL around every loop and spread batched rows over the core's thread pool
+// (parallel.hpp). Batched layout: distributions (B, V), seeds (B,).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "arrays.hpp"
+#include "parallel.hpp"
 #include "multidraft/affinity_matrix.hpp"
 #include "multidraft/rdk_proposal.hpp"
 #include "multidraft/rng.hpp"
@@ -22,6 +24,8 @@ using multidraft_bindings::Doubles;
 using multidraft_bindings::Indices;
 using multidraft_bindings::Ints;
 using multidraft_bindings::Seeds;
+using multidraft_bindings::light_rows;
+using multidraft_bindings::parallel_rows;
 
 template <class T>
 py::array_t<T> to_array(const std::vector<T>& values) {
@@ -50,12 +54,10 @@ py::tuple project(const Doubles& q, const Ints& draft_to_target, std::int64_t ta
   const double* qq = q.data();
   const std::int64_t* map = draft_to_target.data();
   double *o = out.mutable_data(), *m = mass.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t r = 0; r < B; ++r)
-      m[r] = renormalise ? tli_projection(qq + r * Vd, Vd, map, target_size, o + r * target_size)
-                         : masked_projection(qq + r * Vd, Vd, map, target_size, o + r * target_size);
-  }
+  parallel_rows(B, light_rows(Vd + target_size), [&](py::ssize_t r) {
+    m[r] = renormalise ? tli_projection(qq + r * Vd, Vd, map, target_size, o + r * target_size)
+                       : masked_projection(qq + r * Vd, Vd, map, target_size, o + r * target_size);
+  });
   return py::make_tuple(out, mass);
 }
 
@@ -65,8 +67,7 @@ py::array_t<double> proposal_rows(const Csr& M, const Doubles& q_prime) {
   const CsrView view = M.view();
   const double* q = q_prime.data();
   double* o = out.mutable_data();
-  py::gil_scoped_release release;
-  for (py::ssize_t r = 0; r < B; ++r) rdk_proposal(view, q + r * V, o + r * V);
+  parallel_rows(B, light_rows(V), [&](py::ssize_t r) { rdk_proposal(view, q + r * V, o + r * V); });
   return out;
 }
 
@@ -78,11 +79,10 @@ Ints sample_rows(const Csr& M, const Doubles& q_prime, int n, const Seeds& seeds
   const double* q = q_prime.data();
   const std::uint64_t* s = seeds.data();
   std::int64_t* o = out.mutable_data();
-  py::gil_scoped_release release;
-  for (py::ssize_t r = 0; r < B; ++r) {
+  parallel_rows(B, light_rows(n * V), [&](py::ssize_t r) {
     Rng rng(s[r]);
     for (int j = 0; j < n; ++j) o[r * n + j] = rdk_sample(view, q + r * V, rng);
-  }
+  });
   return out;
 }
 
@@ -91,8 +91,7 @@ py::array_t<double> taylor_rows(const Doubles& q_prime, const Doubles& prior, do
   py::array_t<double> out({B, V});
   const double *q = q_prime.data(), *pi = prior.data();
   double* o = out.mutable_data();
-  py::gil_scoped_release release;
-  for (py::ssize_t r = 0; r < B; ++r) taylor_proposal(q + r * V, pi, V, n_eff, o + r * V);
+  parallel_rows(B, light_rows(V), [&](py::ssize_t r) { taylor_proposal(q + r * V, pi, V, n_eff, o + r * V); });
   return out;
 }
 

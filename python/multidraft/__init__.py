@@ -20,6 +20,7 @@ from .otlp import (
     solve_otlp,
 )
 from .schemes import SCHEME_KINDS, DraftScheme, draft_scheme
+from .threads import MAX_THREADS, get_num_threads, set_num_threads
 from .verifiers import Verifier, verifier, verifier_names
 from . import rdk  # seed 001: out-of-vocabulary drafting (after verifiers, which it uses)
 
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MAX_LP_VARIABLES",
     "MAX_NETWORK_ARCS",
+    "MAX_THREADS",
     "SCHEME_KINDS",
     "DraftScheme",
     "GlobalResolution",
@@ -35,11 +37,13 @@ __all__ = [
     "Verifier",
     "acceptance_rate",
     "draft_scheme",
+    "get_num_threads",
     "khisti",
     "optimal_acceptance",
     "optimal_subset",
     "rdk",
     "row_seeds",
+    "set_num_threads",
     "softmax",
     "solve_otlp",
     "verifier",

@@ -2,11 +2,18 @@
 
 Batched layout: p (B, V); q (B, rows, V) with rows = n for independent drafts, else 1;
 drafts (B, n) int64; seeds (B,) uint64. ``kind``: "iid" | "without_replacement" | "independent" | "hub".
+Batched functions (and plan ``transport`` of M tuples) spread their rows over the thread pool
+with the GIL released; results do not depend on the thread count.
 """
 import numpy as np
 import numpy.typing as npt
 
 MAX_NETWORK_ARCS: float
+MAX_THREADS: int
+
+def set_num_threads(k: int) -> None:
+    """Threads of the batch pool (thread_pool.hpp), the calling thread included; 1 <= k <= MAX_THREADS."""
+def get_num_threads() -> int: ...
 
 def acceptance_rate(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
 def naive_acceptance(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int) -> npt.NDArray[np.float64]: ...
@@ -45,7 +52,8 @@ class RelaxedPlan:
     def transport(self, drafts: npt.NDArray[np.int64], V: int) -> npt.NDArray[np.float64]: ...
 
 class SlacknessPlan:
-    """Seed 000 Theorem 5.1 outer/inner networks, solved lazily, completed by Eq. (8)."""
+    """Seed 000 Theorem 5.1 outer/inner networks, each solved once on first use (by whichever thread
+    asks first), completed by Eq. (8)."""
     def __init__(self, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], kind: str, n: int) -> None: ...
     @property
     def alpha(self) -> float: ...

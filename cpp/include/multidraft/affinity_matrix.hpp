@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "multidraft/thread_pool.hpp"
+
 namespace multidraft {
 
 // Compressed sparse rows: row r holds columns indices[indptr[r] .. indptr[r+1]) ascending.
@@ -31,8 +33,9 @@ struct SparseRows {
 
 // For each requested row i (rows[0..R)), the k largest entries of row i of the sample covariance
 // of `samples` (K contexts x V tokens, row-major), ties broken by the smaller column id. Omega is
-// computed a block of rows at a time (block x V doubles), never as a V x V matrix:
-// O(K * R * V) time, O(K * V + block * V + R * k) memory. seed 001 Eq. (2), Omega.
+// computed a block of rows at a time (block x V doubles), never as a V x V matrix, the blocks
+// spread over the thread pool: O(K * R * V) time, O(K * V + threads * block * V + R * k) memory.
+// seed 001 Eq. (2), Omega.
 inline SparseRows covariance_top_k(const double* samples, std::int64_t K, std::int64_t V, const std::int64_t* rows,
                                    std::int64_t R, std::int64_t k) {
   if (K < 2) throw std::invalid_argument("covariance_top_k: need at least 2 calibration samples");
@@ -42,15 +45,17 @@ inline SparseRows covariance_top_k(const double* samples, std::int64_t K, std::i
   const RowMajor centred = Z.rowwise() - Z.colwise().mean();
   const double scale = 1.0 / static_cast<double>(K - 1);
 
+  // Every row keeps exactly k entries (k <= V), so each block writes its own slots.
   SparseRows out;
   out.cols = V;
-  out.indptr.reserve(static_cast<std::size_t>(R + 1));
-  out.indices.reserve(static_cast<std::size_t>(R * k));
-  out.values.reserve(static_cast<std::size_t>(R * k));
-  // ~32 MB of covariance rows per block whatever V is.
+  out.indptr.resize(static_cast<std::size_t>(R + 1));
+  for (std::int64_t r = 0; r <= R; ++r) out.indptr[r] = r * k;
+  out.indices.resize(static_cast<std::size_t>(R * k));
+  out.values.resize(static_cast<std::size_t>(R * k));
+  // ~32 MB of covariance rows per block whatever V is. The blocks depend on R and V only, so each
+  // row comes from the same product, bit for bit, whatever the thread count.
   const std::int64_t block = std::max<std::int64_t>(1, std::min<std::int64_t>(R, (std::int64_t{1} << 22) / V));
-  RowMajor gathered(K, block);
-  RowMajor omega(block, V);
+  const std::int64_t blocks = (R + block - 1) / block;
   // The k best entries of a row by one scan with a heap whose top is the worst kept entry: O(V)
   // comparisons plus O(log k) per replacement (few, for rows in random order). "Better" is the
   // larger value, then the smaller column; the ascending scan never lets a later equal value in.
@@ -58,33 +63,37 @@ inline SparseRows covariance_top_k(const double* samples, std::int64_t K, std::i
   const auto better = [](const Entry& a, const Entry& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   };
-  std::vector<Entry> heap;
-  heap.reserve(static_cast<std::size_t>(k));
-  for (std::int64_t start = 0; start < R; start += block) {
-    const std::int64_t size = std::min(block, R - start);
-    for (std::int64_t b = 0; b < size; ++b) gathered.col(b) = centred.col(rows[start + b]);
-    omega.topRows(size).noalias() = scale * gathered.leftCols(size).transpose() * centred;
-    for (std::int64_t b = 0; b < size; ++b) {
-      const double* row = omega.row(b).data();
-      heap.clear();
-      for (std::int32_t j = 0; j < static_cast<std::int32_t>(V); ++j) {
-        if (static_cast<std::int64_t>(heap.size()) < k) {
-          heap.emplace_back(row[j], j);
-          std::push_heap(heap.begin(), heap.end(), better);
-        } else if (row[j] > heap.front().first) {
-          std::pop_heap(heap.begin(), heap.end(), better);
-          heap.back() = Entry(row[j], j);
-          std::push_heap(heap.begin(), heap.end(), better);
+  ThreadPool::global().parallel_for(blocks, [&](std::int64_t first_block, std::int64_t end_block) {
+    RowMajor gathered(K, block);
+    RowMajor omega(block, V);
+    std::vector<Entry> heap;
+    heap.reserve(static_cast<std::size_t>(k));
+    for (std::int64_t start = first_block * block; start < std::min(R, end_block * block); start += block) {
+      const std::int64_t size = std::min(block, R - start);
+      for (std::int64_t b = 0; b < size; ++b) gathered.col(b) = centred.col(rows[start + b]);
+      omega.topRows(size).noalias() = scale * gathered.leftCols(size).transpose() * centred;
+      for (std::int64_t b = 0; b < size; ++b) {
+        const double* row = omega.row(b).data();
+        heap.clear();
+        for (std::int32_t j = 0; j < static_cast<std::int32_t>(V); ++j) {
+          if (static_cast<std::int64_t>(heap.size()) < k) {
+            heap.emplace_back(row[j], j);
+            std::push_heap(heap.begin(), heap.end(), better);
+          } else if (row[j] > heap.front().first) {
+            std::pop_heap(heap.begin(), heap.end(), better);
+            heap.back() = Entry(row[j], j);
+            std::push_heap(heap.begin(), heap.end(), better);
+          }
+        }
+        std::sort(heap.begin(), heap.end(), [](const Entry& a, const Entry& c) { return a.second < c.second; });
+        const std::int64_t slot = (start + b) * k;
+        for (std::int64_t e = 0; e < k; ++e) {
+          out.indices[slot + e] = heap[e].second;
+          out.values[slot + e] = heap[e].first;
         }
       }
-      std::sort(heap.begin(), heap.end(), [](const Entry& a, const Entry& c) { return a.second < c.second; });
-      for (const Entry& e : heap) {
-        out.indices.push_back(e.second);
-        out.values.push_back(e.first);
-      }
-      out.indptr.push_back(static_cast<std::int64_t>(out.indices.size()));
     }
-  }
+  });
   return out;
 }
 

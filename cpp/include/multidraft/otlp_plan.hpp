@@ -2,11 +2,14 @@
 //   RelaxedPlan:   one network for everything, completed by the residual formula Eq. (3).
 //   SlacknessPlan: the outer and inner networks of Theorem 5.1, each solved only when a draft
 //                  tuple of its kind is asked for, completed by Eq. (8).
+// Plans are immutable once built, apart from SlacknessPlan's networks, which are solved once
+// (std::call_once) whichever thread asks first, so one plan may be shared across threads.
 // Both return the normalised slice pi(. | w) = C_{., w} / p_draft(w); p_draft(w) cancels, because
 // per-tuple flows are proportional to p_draft(w) within a set node (spec §2.3).
 #pragma once
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -116,7 +119,6 @@ class SlacknessPlan {
       for (std::size_t j = 0; j < split.outer_rows.size(); ++j)
         outer_rows_[split.order[split.h + j]] = split.outer_rows[j];
       law_ = std::move(split.law);
-      law_ready_ = true;
     } else {
       subset_ = optimal_subset(p, scheme);
       outer_rows_.assign(V, 0.0);
@@ -139,15 +141,7 @@ class SlacknessPlan {
       return;
     }
     const Solved& inner = solve_inner();
-    if (!law_ready_) {
-      // Without the closed form the rejection law comes from the outer network's rows.
-      const Solved& outer = solve_outer();
-      std::vector<double> rows = outer.flow.row_flow;
-      for (int i = 0; i < inputs_.V(); ++i) rows[i] += inner.flow.row_flow[i];
-      law_ = residual_law(inputs_.p().data(), rows.data(), inputs_.V());
-      law_ready_ = true;
-    }
-    assemble_slice(inner.nodes, inner.flow, find_node(inner.index, tokens), law_, out, inputs_.V());
+    assemble_slice(inner.nodes, inner.flow, find_node(inner.index, tokens), rejection_law(), out, inputs_.V());
   }
 
  private:
@@ -157,34 +151,52 @@ class SlacknessPlan {
     RelaxedFlow flow;
   };
 
+  // A solve that throws (e.g. a network over the size limit) leaves its flag unset: the next
+  // caller tries again and gets the same error.
   const Solved& solve_outer() const {
-    if (!outer_) {
+    std::call_once(outer_once_, [&] {
       SlacknessNodes built = slackness_nodes(inputs_.scheme(), subset_.in_H, true, false);
-      outer_.emplace(Solved{std::move(built.outer), std::move(built.outer_index), {}});
-      outer_->flow = max_relaxed_flow(outer_rows_.data(), inputs_.V(), outer_->nodes);
-    }
+      Solved solved{std::move(built.outer), std::move(built.outer_index), {}};
+      solved.flow = max_relaxed_flow(outer_rows_.data(), inputs_.V(), solved.nodes);
+      outer_.emplace(std::move(solved));
+    });
     return *outer_;
   }
 
   const Solved& solve_inner() const {
-    if (!inner_) {
+    std::call_once(inner_once_, [&] {
       SlacknessNodes built = slackness_nodes(inputs_.scheme(), subset_.in_H, false, true);
       std::vector<double> rows(inputs_.V(), 0.0);
       for (int i = 0; i < inputs_.V(); ++i)
         if (subset_.in_H[i]) rows[i] = inputs_.p()[i];
-      inner_.emplace(Solved{std::move(built.inner), std::move(built.inner_index), {}});
-      inner_->flow = max_relaxed_flow(rows.data(), inputs_.V(), inner_->nodes);
-    }
+      Solved solved{std::move(built.inner), std::move(built.inner_index), {}};
+      solved.flow = max_relaxed_flow(rows.data(), inputs_.V(), solved.nodes);
+      inner_.emplace(std::move(solved));
+    });
     return *inner_;
+  }
+
+  // i.i.d. drafts: the closed form of the constructor. Otherwise the law comes from the rows of
+  // both networks, so it is built when the first inner tuple is asked for.
+  const std::vector<double>& rejection_law() const {
+    if (inputs_.scheme().kind() == SchemeKind::iid) return law_;
+    std::call_once(law_once_, [&] {
+      std::vector<double> rows = solve_outer().flow.row_flow;
+      const std::vector<double>& inner_rows = solve_inner().flow.row_flow;
+      for (int i = 0; i < inputs_.V(); ++i) rows[i] += inner_rows[i];
+      law_ = residual_law(inputs_.p().data(), rows.data(), inputs_.V());
+    });
+    return law_;
   }
 
   PlanInputs inputs_;
   SubsetSolution subset_;
   std::vector<double> outer_rows_;
-  // Solved on first use; a plan is used by one thread at a time (the bindings hold it).
+  // Solved on first use (solving only the network a tuple needs is the point of this plan),
+  // each exactly once: the flags make a concurrent first use wait for the one solve.
+  mutable std::once_flag outer_once_, inner_once_, law_once_;
   mutable std::optional<Solved> outer_, inner_;
   mutable std::vector<double> law_;
-  mutable bool law_ready_ = false;
 };
 
 }  // namespace multidraft
