@@ -17,8 +17,10 @@
 #include "parallel.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/global_resolution.hpp"
+#include "multidraft/global_resolution_verifier.hpp"
 #include "multidraft/khisti.hpp"
 #include "multidraft/otlp_plan.hpp"
+#include "multidraft/plan_sampling.hpp"
 #include "multidraft/relaxed_network.hpp"
 #include "multidraft/rng.hpp"
 #include "multidraft/rrs.hpp"
@@ -155,43 +157,45 @@ Ints sample_rows(const Doubles& laws, const Seeds& seeds) {
   return out;
 }
 
-// The shell of every batched transport: p (B, V), q (B, rows, V), drafts (B, n) -> laws (B, V).
-// `make(p_row, q_row, V, n)` builds a plan for one (p, q) row and `plan->transport(drafts, out)`
-// slices it; consecutive rows of a chunk with the same p and q (many draft tuples for one
+// The shell of every batched plan call: p (B, V), q (B, rows, V), drafts (B, n).
+// `make(p_row, q_row, V, n)` builds a plan for one (p, q) row and `act(plan, r, drafts_r, scratch)`
+// uses it for row r; consecutive rows of a chunk with the same p and q (many draft tuples for one
 // context) share a plan, so exact plans are solved once per context and chunk. A chunk builds
-// its own plan at its first row: plans are deterministic, so the laws do not depend on the cut.
-template <class Make>
-py::array_t<double> transport_rows(const Doubles& p, const Doubles& q, const Ints& drafts, RowWork work, Make make) {
+// its own plan at its first row: plans are deterministic, so results do not depend on the cut.
+// Every row's drafts are first checked to be drawable under `kind` (check_drawable).
+template <class Make, class Act>
+void plan_rows(const Doubles& p, const Doubles& q, const Ints& drafts, SchemeKind kind, RowWork work, Make make, Act act) {
   const Batch b = batch_of(p, q);
   const int n = static_cast<int>(drafts.shape(1));
   const int V = static_cast<int>(b.V);
-  py::array_t<double> out({b.B, b.V});
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
   const double *pp = p.data(), *qq = q.data();
-  double* o = out.mutable_data();
   parallel_chunks(b.B, min_rows(b, work), [&](std::int64_t begin, std::int64_t end) {
     decltype(make(pp, qq, V, n)) plan;
+    std::vector<double> scratch;
     for (std::int64_t r = begin; r < end; ++r) {
       const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
+      check_drawable(kind, qr, V, tuples.data() + r * n, n);
       const bool same = r > begin && std::equal(pr, pr + b.V, pr - b.V) &&
                         std::equal(qr, qr + b.q_stride, qr - b.q_stride);
       if (!same) plan = make(pr, qr, V, n);
-      plan->transport(tuples.data() + r * n, o + r * b.V);
+      act(*plan, r, tuples.data() + r * n, scratch);
     }
   });
-  return out;
 }
 
-// Plan adapters of the single-pass verifiers (the slicing protocol of transport_rows).
+// Plan adapters of the single-pass verifiers (the protocol of plan_rows and sample_verified).
 struct SpsPlan {
   const double *p, *q;
   int V;
   void transport(const int* drafts, double* out) const { sps_transport(p, q, V, drafts[0], out); }
+  int sample(const int* drafts, Rng& rng) const { return sps_sample(p, q, V, drafts[0], rng); }
 };
 struct NaivePlan {
   const double* p;
   int V;
   void transport(const int*, double* out) const { naive_transport(p, V, out); }
+  int sample(const int*, Rng& rng) const { return sample_index(p, V, rng); }
 };
 struct RrsPlan {
   const double *p, *q;
@@ -214,42 +218,79 @@ struct SpecHubPlan {  // residuals prepared once per (p, q) row
   SpecHub hub_;
 };
 
-py::array_t<double> batched_transport(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts,
-                                      const std::string& kind, bool without_replacement, int truncation) {
-  const SchemeKind k = parse_kind(kind);
+// Everything a batched verifier call may need besides the arrays.
+struct VerifierOptions {
+  std::string kind = "iid";
+  bool without_replacement = false;
+  int truncation = -1;                  // khisti
+  GlobalResolutionOptions global_resolution;
+  bool fallback = false;                // global_resolution
+};
+
+// Calls with_make(work, make) with the plan maker of `method` (see plan_rows).
+template <class WithMake>
+void with_plan_maker(const std::string& method, const VerifierOptions& o, WithMake with_make) {
+  const SchemeKind k = parse_kind(o.kind);
+  using P = const double*;
   if (method == "sps")
-    return transport_rows(p, q, drafts, RowWork::light, [](const double* pr, const double* qr, int V, int) {
-      return std::make_unique<SpsPlan>(SpsPlan{pr, qr, V});
-    });
+    return with_make(RowWork::light, [](P pr, P qr, int V, int) { return std::make_unique<SpsPlan>(SpsPlan{pr, qr, V}); });
   if (method == "naive")
-    return transport_rows(p, q, drafts, RowWork::light, [](const double* pr, const double*, int V, int) {
-      return std::make_unique<NaivePlan>(NaivePlan{pr, V});
-    });
+    return with_make(RowWork::light, [](P pr, P, int V, int) { return std::make_unique<NaivePlan>(NaivePlan{pr, V}); });
   if (method == "rrs")
-    return transport_rows(p, q, drafts, RowWork::light, [&](const double* pr, const double* qr, int V, int n) {
-      return std::make_unique<RrsPlan>(RrsPlan{pr, qr, V, n, without_replacement});
+    return with_make(RowWork::light, [&](P pr, P qr, int V, int n) {
+      return std::make_unique<RrsPlan>(RrsPlan{pr, qr, V, n, o.without_replacement});
     });
   if (method == "spectr")
-    return transport_rows(p, q, drafts, RowWork::heavy, [](const double* pr, const double* qr, int V, int n) {
-      return std::make_unique<KSequentialPlan>(pr, qr, V, n);
-    });
+    return with_make(RowWork::heavy, [](P pr, P qr, int V, int n) { return std::make_unique<KSequentialPlan>(pr, qr, V, n); });
   if (method == "spechub")
-    return transport_rows(p, q, drafts, RowWork::light, [](const double* pr, const double* qr, int V, int) {
-      return std::make_unique<SpecHubPlan>(pr, qr, V);
-    });
+    return with_make(RowWork::light, [](P pr, P qr, int V, int) { return std::make_unique<SpecHubPlan>(pr, qr, V); });
   if (method == "khisti")
-    return transport_rows(p, q, drafts, RowWork::heavy, [&](const double* pr, const double* qr, int V, int n) {
-      return std::make_unique<CanonicalDecomposition>(pr, qr, V, n, k, truncation);
+    return with_make(RowWork::heavy, [&](P pr, P qr, int V, int n) {
+      return std::make_unique<CanonicalDecomposition>(pr, qr, V, n, k, o.truncation);
     });
   if (method == "maxflow")
-    return transport_rows(p, q, drafts, RowWork::heavy, [&](const double* pr, const double* qr, int V, int n) {
+    return with_make(RowWork::heavy, [&](P pr, P qr, int V, int n) {
       return std::make_unique<RelaxedPlan>(pr, qr, V, k, n, NetworkKind::sets);
     });
   if (method == "maxflow_cs")
-    return transport_rows(p, q, drafts, RowWork::heavy, [&](const double* pr, const double* qr, int V, int n) {
-      return std::make_unique<SlacknessPlan>(pr, qr, V, k, n);
+    return with_make(RowWork::heavy, [&](P pr, P qr, int V, int n) { return std::make_unique<SlacknessPlan>(pr, qr, V, k, n); });
+  if (method == "global_resolution")
+    return with_make(RowWork::heavy, [&](P pr, P qr, int V, int n) {
+      return std::make_unique<GlobalResolutionVerifierPlan>(pr, qr, V, n, o.global_resolution, o.fallback);
     });
-  throw std::invalid_argument("internal: unknown batched transport '" + method + "'");
+  throw std::invalid_argument("internal: unknown batched method '" + method + "'");
+}
+
+// Laws (B, V) of the rows' plans at their drafts.
+py::array_t<double> batched_transport(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts,
+                                      const VerifierOptions& options) {
+  py::array_t<double> out({p.shape(0), p.shape(1)});
+  double* o = out.mutable_data();
+  const py::ssize_t V = p.shape(1);
+  with_plan_maker(method, options, [&](RowWork work, auto make) {
+    plan_rows(p, q, drafts, parse_kind(options.kind), work, make, [&](const auto& plan, std::int64_t r, const int* d, std::vector<double>&) {
+      plan.transport(d, o + r * V);
+    });
+  });
+  return out;
+}
+
+// One verified token per row (B,), from each row's seed, without writing laws where the plan can
+// sample directly (sample_verified).
+Ints batched_verify(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts,
+                    const Seeds& seeds, const VerifierOptions& options) {
+  Ints out(p.shape(0));
+  std::int64_t* o = out.mutable_data();
+  const std::uint64_t* s = seeds.data();
+  const int V = static_cast<int>(p.shape(1));
+  with_plan_maker(method, options, [&](RowWork work, auto make) {
+    plan_rows(p, q, drafts, parse_kind(options.kind), work, make,
+              [&](const auto& plan, std::int64_t r, const int* d, std::vector<double>& scratch) {
+      Rng rng(s[r]);
+      o[r] = sample_verified(plan, d, V, rng, scratch);
+    });
+  });
+  return out;
 }
 
 py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
@@ -274,21 +315,22 @@ py::array_t<double> plan_transport(const Plan& plan, const Ints& drafts, int V) 
   return out;
 }
 
-// One verified token per tuple (M, n) with one seed each -> (M,), without building the laws.
+// One verified token per tuple (M, n) with one seed each -> (M,) (sample_verified: no law written
+// where the plan samples directly).
 template <class Plan>
-Ints plan_samples(const Plan& plan, const Ints& drafts, const Seeds& seeds) {
+Ints plan_samples(const Plan& plan, const Ints& drafts, const Seeds& seeds, int V) {
   const py::ssize_t M = drafts.shape(0), n = drafts.shape(1);
   Ints out(M);
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(M * n));
   const std::uint64_t* s = seeds.data();
   std::int64_t* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    for (py::ssize_t m = 0; m < M; ++m) {
+  parallel_chunks(M, light_rows(V), [&](std::int64_t begin, std::int64_t end) {
+    std::vector<double> scratch;
+    for (std::int64_t m = begin; m < end; ++m) {
       Rng rng(s[m]);
-      o[m] = plan.sample(tuples.data() + m * n, rng);
+      o[m] = sample_verified(plan, tuples.data() + m * n, V, rng, scratch);
     }
-  }
+  });
   return out;
 }
 
@@ -305,8 +347,28 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_num_threads", [](int k) { ThreadPool::global().set_threads(k); }, py::arg("k"),
         py::call_guard<py::gil_scoped_release>());
   m.def("get_num_threads", [] { return ThreadPool::global().threads(); });
+  py::class_<VerifierOptions>(m, "VerifierOptions")
+      .def(py::init([](const std::string& kind, bool without_replacement, int truncation, double tau, int max_iterations,
+                       double max_terms, bool paper_threshold, bool exact, bool fallback) {
+             VerifierOptions o;
+             o.kind = kind;
+             o.without_replacement = without_replacement;
+             o.truncation = truncation;
+             o.global_resolution.tau = tau;
+             o.global_resolution.max_iterations = max_iterations;
+             o.global_resolution.max_terms = max_terms;
+             o.global_resolution.paper_threshold = paper_threshold;
+             o.global_resolution.exact = exact;
+             o.fallback = fallback;
+             return o;
+           }),
+           py::arg("kind") = "iid", py::arg("without_replacement") = false, py::arg("truncation") = -1,
+           py::arg("tau") = 1e-3, py::arg("max_iterations") = 50, py::arg("max_terms") = 2e6,
+           py::arg("paper_threshold") = false, py::arg("exact") = true, py::arg("fallback") = false);
   m.def("transport", &batched_transport, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
-        py::arg("kind") = "iid", py::arg("without_replacement") = false, py::arg("truncation") = -1);
+        py::arg("options") = VerifierOptions());
+  m.def("verify", &batched_verify, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"), py::arg("seeds"),
+        py::arg("options") = VerifierOptions());
   m.def("acceptance_rate", [](const Doubles& p, const Doubles& q) {
     return values_per_row(p, q, RowWork::light,
                           [](const double* pr, const double* qr, int V) { return sps_acceptance(pr, qr, V); });
@@ -347,7 +409,10 @@ PYBIND11_MODULE(_core, m) {
            }),
            py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("network"))
       .def_property_readonly("alpha", &RelaxedPlan::alpha)
-      .def("transport", [](const RelaxedPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); });
+      .def("transport", [](const RelaxedPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); })
+      .def("sample", [](const RelaxedPlan& plan, const Ints& drafts, const Seeds& seeds, int V) {
+        return plan_samples(plan, drafts, seeds, V);
+      });
 
   py::class_<SlacknessPlan>(m, "SlacknessPlan")
       .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n) {
@@ -357,7 +422,10 @@ PYBIND11_MODULE(_core, m) {
            }),
            py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"))
       .def_property_readonly("alpha", &SlacknessPlan::alpha)
-      .def("transport", [](const SlacknessPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); });
+      .def("transport", [](const SlacknessPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); })
+      .def("sample", [](const SlacknessPlan& plan, const Ints& drafts, const Seeds& seeds, int V) {
+        return plan_samples(plan, drafts, seeds, V);
+      });
 
   // For tests: gradient, Hessian diagonal, accepted mass and a Hessian-vector product of one
   // grouped objective (convex.hpp) at a point, with or without interpolated sums, so that the
@@ -436,8 +504,8 @@ PYBIND11_MODULE(_core, m) {
                              })
       .def("transport",
            [](const GlobalResolutionPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); })
-      .def("sample", [](const GlobalResolutionPlan& plan, const Ints& drafts, const Seeds& seeds) {
-        return plan_samples(plan, drafts, seeds);
+      .def("sample", [](const GlobalResolutionPlan& plan, const Ints& drafts, const Seeds& seeds, int V) {
+        return plan_samples(plan, drafts, seeds, V);
       });
   bind_rdk(m);
   bind_validation(m);

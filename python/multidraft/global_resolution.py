@@ -109,4 +109,4 @@ class GlobalResolution(OTLPPlan):
             return self._exact.sample(drafts, rng)
         drafts = check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)).reshape(1, -1)
         self._check_drawable(drafts)
-        return int(self._core.sample(drafts, check.row_seeds(rng, 1))[0])
+        return int(self._core.sample(drafts, check.row_seeds(rng, 1), self.scheme.V)[0])

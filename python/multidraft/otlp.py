@@ -101,6 +101,10 @@ class _CorePlan(OTLPPlan):
     def _slices(self, drafts):
         return self._core.transport(drafts, self.scheme.V)
 
+    def sample(self, drafts, rng: check.RngLike = None) -> int:
+        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)).reshape(1, -1)
+        return int(self._core.sample(drafts, check.row_seeds(rng, 1), self.scheme.V)[0])
+
 
 class _LinearProgramPlan(OTLPPlan):
     """The paper's "General LP" baseline: seed 000 Eq. (1) over tuples, solved by SciPy HiGHS.

@@ -72,13 +72,8 @@ class Verifier:
         d = check.tokens(drafts, p2.shape[1], n, ndims=(2,) if batched else (1,)).reshape(-1, n)
         if d.shape[0] != p2.shape[0]:
             raise ValueError(f"'drafts' has batch size {d.shape[0]}, but 'p' has {p2.shape[0]}")
-        rows = np.arange(p2.shape[0])[:, None]
-        draft_row = np.arange(n)[None, :] if self.scheme_kind == "independent" else 0
-        if np.any(q3[rows, draft_row, d] <= 0):
-            raise ValueError("'drafts' has probability zero under the draft scheme (q = 0 at a draft)")
-        if self.scheme_kind == "without_replacement" and np.any(np.diff(np.sort(d, axis=1), axis=1) == 0):
-            raise ValueError("'drafts' has probability zero under the draft scheme (a token repeats, "
-                             "but drafts are drawn without replacement)")
+        # The core refuses drafts of probability zero (check_drawable) for the methods it runs;
+        # the Python ones ("otlp" with method "lp") refuse tuples their plan does not hold.
         return p2, q3, n, d, batched
 
     def transport(self, p, q, drafts) -> np.ndarray:
@@ -90,15 +85,25 @@ class Verifier:
     def verify(self, p, q, drafts, rng: check.RngLike = None):
         """One verified token per row and whether it is one of the drafts.
 
-        Returns ``(token, accepted)``, or ``((B,) int64, (B,) bool)`` for a batch.
+        Returns ``(token, accepted)``, or ``((B,) int64, (B,) bool)`` for a batch. Rows run on
+        the core's threads (:func:`multidraft.set_num_threads`); a method that can draw its token
+        without writing the output law (``"sps"``, ``"naive"``, ``"global_resolution"``) does so.
         """
         p2, q3, n, d, batched = self._inputs(p, q, drafts)
-        tokens = _core.sample_rows(self._transport(p2, q3, n, d), check.row_seeds(rng, p2.shape[0]))
+        seeds = check.row_seeds(rng, p2.shape[0])
+        if self.core_method:
+            tokens = _core.verify(self.core_method, p2, q3, d, seeds, self._core_options())
+        else:
+            tokens = _core.sample_rows(self._transport(p2, q3, n, d), seeds)
         accepted = np.any(d == tokens[:, None], axis=1)
         return (tokens, accepted) if batched else (int(tokens[0]), bool(accepted[0]))
 
+    def _core_options(self):
+        """The options of this verifier for the core's batched calls."""
+        return _core.VerifierOptions(kind=self.scheme_kind, without_replacement=self.without_replacement)
+
     def _transport(self, p2, q3, n, drafts) -> np.ndarray:
-        return _core.transport(self.core_method, p2, q3, drafts, self.scheme_kind, self.without_replacement)
+        return _core.transport(self.core_method, p2, q3, drafts, self._core_options())
 
     def acceptance(self, p, q, n: Optional[int] = None):
         """Exact expected acceptance P(output in drafts) of this method: float or (B,)."""
@@ -240,8 +245,8 @@ class CanonicalDecompositionVerifier(Verifier):
         extra = "" if self.truncation < 0 else f", truncation={self.truncation}"
         return f"multidraft.verifier('khisti', scheme={self.scheme_kind!r}{extra})"
 
-    def _transport(self, p2, q3, n, drafts):
-        return _core.transport("khisti", p2, q3, drafts, self.scheme_kind, False, self.truncation)
+    def _core_options(self):
+        return _core.VerifierOptions(kind=self.scheme_kind, truncation=self.truncation)
 
     def acceptance(self, p, q, n=None):
         p2, q3, n, batched = self._rows(p, q, n)
@@ -264,13 +269,14 @@ class OptimalTransport(Verifier):
             raise ValueError(f"'method' must be one of {OTLP_METHODS}, got {method!r}")
         self.method = method
         self.scheme_kind = scheme_kind(scheme)
+        self.core_method = "" if method == "lp" else method  # "lp": SciPy, from Python
 
     def __repr__(self) -> str:
         return f"multidraft.verifier('otlp', method={self.method!r}, scheme={self.scheme_kind!r})"
 
     def _transport(self, p2, q3, n, drafts):
-        if self.method != "lp":
-            return _core.transport(self.method, p2, q3, drafts, self.scheme_kind)
+        if self.core_method:
+            return super()._transport(p2, q3, n, drafts)
         q_rows = q3 if self.scheme_kind == "independent" else q3[:, 0]
         laws, plan = np.empty_like(p2), None
         for b in range(p2.shape[0]):  # like the core: consecutive equal (p, q) rows share a plan
@@ -295,11 +301,15 @@ class GlobalResolutionVerifier(Verifier):
     """
 
     name = "global_resolution"
+    core_method = "global_resolution"
 
     def __init__(self, tau: float = 1e-3, **options):
         self.tau = tau
         self.options = dict(options, tau=tau)
-        GlobalResolution(np.ones(2) / 2, np.ones(2) / 2, 1, **self.options)  # validate options now
+        probe = GlobalResolution(np.ones(2) / 2, np.ones(2) / 2, 1, **self.options)  # validate options now
+        self._options = _core.VerifierOptions(
+            tau=probe.tau, exact=probe.exact, fallback=bool(self.options.get("fallback", False)),
+            **{k: self.options[k] for k in ("max_iterations", "max_terms", "paper_threshold") if k in self.options})
 
     def __repr__(self) -> str:
         return f"multidraft.verifier('global_resolution', {', '.join(f'{k}={v!r}' for k, v in self.options.items())})"
@@ -307,13 +317,8 @@ class GlobalResolutionVerifier(Verifier):
     def plan(self, p, q, n: int) -> GlobalResolution:
         return GlobalResolution(p, q, n, **self.options)
 
-    def _transport(self, p2, q3, n, drafts):
-        laws, plan = np.empty_like(p2), None
-        for b in range(p2.shape[0]):  # consecutive equal (p, q) rows share a plan
-            if plan is None or not (np.array_equal(p2[b], p2[b - 1]) and np.array_equal(q3[b], q3[b - 1])):
-                plan = self.plan(p2[b], q3[b, 0], n)
-            laws[b] = plan.transport(drafts[b])
-        return laws
+    def _core_options(self):
+        return self._options
 
     def acceptance(self, p, q, n=None):
         p2, q3, n, batched = self._rows(p, q, n)

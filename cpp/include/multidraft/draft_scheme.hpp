@@ -271,4 +271,20 @@ inline void count_small_subsets(std::int64_t count, int max_size, double& subset
   }
 }
 
+// Refuses a draft tuple with a token the scheme cannot draw (q = 0 at it, or a repeat when drawing
+// without replacement): verifiers' laws are defined for drawable tuples only. q as in DraftScheme.
+// (Hub tuples without the hub are left to the SpecHub verifier, which reads them as degenerate.)
+inline void check_drawable(SchemeKind kind, const double* q, int V, const int* drafts, int n) {
+  for (int j = 0; j < n; ++j) {
+    const double mass = q[(kind == SchemeKind::independent ? static_cast<std::int64_t>(j) * V : 0) + drafts[j]];
+    if (!(mass > 0.0)) throw std::invalid_argument("'drafts' has probability zero under the draft scheme (q = 0 at a draft)");
+    if (kind == SchemeKind::without_replacement)
+      for (int l = 0; l < j; ++l)
+        if (drafts[l] == drafts[j])
+          throw std::invalid_argument(
+              "'drafts' has probability zero under the draft scheme (a token repeats, but drafts are drawn "
+              "without replacement)");
+  }
+}
+
 }  // namespace multidraft
