@@ -1,9 +1,9 @@
 // The process-wide thread pool of batched calls. parallel_for(rows, body, min_rows) cuts
 // [0, rows) into contiguous chunks, one per thread but none under min_rows rows (the calling
 // thread works too), runs body(begin, end) on each and returns when all are done. The cut
-// depends only on rows, min_rows and the thread count, and
-// every row of a batch is computed from its own inputs and seed, so results do not depend on the
-// thread count or on which thread ran a chunk; a body keeps its scratch per chunk.
+// depends only on rows, min_rows and the thread count, and every row of a batch is computed from
+// its own inputs and seed, so results do not depend on the thread count or on which thread ran
+// a chunk; a body keeps its scratch per chunk.
 //
 // Errors: a chunk that throws stops the chunks not started yet, and the caller rethrows the
 // exception of the lowest failing chunk, i.e. of the first bad row, as a serial loop would.
