@@ -377,6 +377,11 @@ PYBIND11_MODULE(_core, m) {
     return values_per_row(p, q, RowWork::light,
                           [n](const double* pr, const double* qr, int V) { return naive_acceptance(pr, qr, V, n); });
   }, py::arg("p"), py::arg("q"), py::arg("n"));
+  m.def("global_resolution_acceptance", [](const Doubles& p, const Doubles& q, int n, const VerifierOptions& o) {
+    return values_per_row(p, q, RowWork::heavy, [&](const double* pr, const double* qr, int V) {
+      return GlobalResolutionVerifierPlan(pr, qr, V, n, o.global_resolution, o.fallback).alpha();
+    });
+  }, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("options"));
   m.def("spechub_acceptance", [](const Doubles& p, const Doubles& q) {
     return values_per_row(p, q, RowWork::light,
                           [](const double* pr, const double* qr, int V) { return spechub_acceptance(pr, qr, V); });

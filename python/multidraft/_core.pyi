@@ -27,12 +27,35 @@ def sample_drafts(
     q: npt.NDArray[np.float64], kind: str, n: int, seeds: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.int64]: ...
 def sample_rows(laws: npt.NDArray[np.float64], seeds: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]: ...
+class VerifierOptions:
+    """Options of a batched verifier call: the draft scheme, RRS without replacement, khisti's
+    truncation (-1: none), and Global Resolution's (tau, max_iterations, max_terms,
+    paper_threshold, exact, fallback)."""
+    def __init__(
+        self, kind: str = "iid", without_replacement: bool = False, truncation: int = -1, tau: float = 1e-3,
+        max_iterations: int = 50, max_terms: float = 2e6, paper_threshold: bool = False, exact: bool = True,
+        fallback: bool = False,
+    ) -> None: ...
+
 def transport(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], drafts: npt.NDArray[np.int64],
-    kind: str = "iid", without_replacement: bool = False, truncation: int = -1,
+    options: VerifierOptions = ...,
 ) -> npt.NDArray[np.float64]:
     """Batched output laws (B, V) of a verifier: method in sps, naive, rrs, spectr, spechub,
-    khisti, maxflow, maxflow_cs; consecutive equal (p, q) rows share one plan."""
+    khisti, maxflow, maxflow_cs, global_resolution; consecutive equal (p, q) rows share one plan;
+    drafts of probability zero raise ValueError."""
+def verify(
+    method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], drafts: npt.NDArray[np.int64],
+    seeds: npt.NDArray[np.uint64], options: VerifierOptions = ...,
+) -> npt.NDArray[np.int64]:
+    """One verified token per row, drawn from the row's seed without writing the law where the
+    plan samples directly (sps, naive, global_resolution)."""
+def global_resolution_acceptance(
+    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, options: VerifierOptions
+) -> npt.NDArray[np.float64]: ...
+def normalised_rows(x: npt.NDArray[np.floating], tolerance: float) -> npt.NDArray[np.float64] | None:
+    """float32/float64 (B, V), any strides -> rows / their sums in float64, or None when a row has
+    a non-finite or negative entry or a sum farther than `tolerance` from 1 (distribution.hpp)."""
 def rrs_acceptance(
     p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, without_replacement: bool, max_work: float
 ) -> npt.NDArray[np.float64]: ...
@@ -50,6 +73,7 @@ class RelaxedPlan:
     @property
     def alpha(self) -> float: ...
     def transport(self, drafts: npt.NDArray[np.int64], V: int) -> npt.NDArray[np.float64]: ...
+    def sample(self, drafts: npt.NDArray[np.int64], seeds: npt.NDArray[np.uint64], V: int) -> npt.NDArray[np.int64]: ...
 
 class SlacknessPlan:
     """Seed 000 Theorem 5.1 outer/inner networks, each solved once on first use (by whichever thread
@@ -58,6 +82,7 @@ class SlacknessPlan:
     @property
     def alpha(self) -> float: ...
     def transport(self, drafts: npt.NDArray[np.int64], V: int) -> npt.NDArray[np.float64]: ...
+    def sample(self, drafts: npt.NDArray[np.int64], seeds: npt.NDArray[np.uint64], V: int) -> npt.NDArray[np.int64]: ...
 
 def objective_derivatives(
     q: npt.NDArray[np.float64], n: int, bases: list[float], slack: bool, a: npt.NDArray[np.float64],
@@ -71,10 +96,15 @@ class GlobalResolutionPlan:
     """Seed 000 Algorithm 1 (Global Resolution) for n i.i.d. drafts; see multidraft.GlobalResolution."""
     def __init__(
         self, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, tau: float, max_iterations: int,
-        max_terms: float, paper_threshold: bool, unshifted_limit: float = 600.0, interpolation: bool = True,
+        max_terms: float, paper_threshold: bool, exact: bool = True, unshifted_limit: float = 600.0,
+        interpolation: bool = True,
     ) -> None: ...
     @property
     def alpha(self) -> float: ...
+    @property
+    def exact(self) -> bool: ...
+    @property
+    def law_error_bound(self) -> float: ...
     @property
     def alpha_star(self) -> float: ...
     @property
@@ -86,6 +116,7 @@ class GlobalResolutionPlan:
     @property
     def diagnostics(self) -> dict[str, dict[str, float | int | bool]]: ...
     def transport(self, drafts: npt.NDArray[np.int64], V: int) -> npt.NDArray[np.float64]: ...
+    def sample(self, drafts: npt.NDArray[np.int64], seeds: npt.NDArray[np.uint64], V: int) -> npt.NDArray[np.int64]: ...
 
 class _Rdk:
     """The submodule ``_core.rdk`` (cpp/bindings/rdk.cpp, seed 001). CSR: indptr int64, indices int32."""

@@ -322,7 +322,7 @@ class GlobalResolutionVerifier(Verifier):
 
     def acceptance(self, p, q, n=None):
         p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(np.array([self.plan(p2[b], q3[b, 0], n).alpha for b in range(p2.shape[0])]), batched)
+        return _unbatch(_core.global_resolution_acceptance(p2, q3, n, self._options), batched)
 
 
 _REGISTRY: Dict[str, Type[Verifier]] = {}

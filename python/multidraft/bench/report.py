@@ -252,7 +252,7 @@ def gr_bounds_table(cells: Sequence[Cell], methods: Sequence[Method]) -> str:
     gr = [m for m in methods if m.tau is not None]
     if not gr:
         return ""
-    head = ["regime", "(k, n)"] + [f"{m.label}: success, max L1 bound, max \|alpha - alpha*\|" for m in gr]
+    head = ["regime", "(k, n)"] + [f"{m.label}: success, max L1 bound, max \\|alpha - alpha*\\|" for m in gr]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in cells:
         row = [c.regime, f"({c.k}, {c.n})"]
