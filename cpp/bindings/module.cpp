@@ -84,8 +84,9 @@ template <class Row>
 void for_each_row(const Doubles& p, const Doubles& q, RowWork work, Row row) {
   const Batch b = batch_of(p, q);
   const double *pp = p.data(), *qq = q.data();
-  parallel_rows(b.B, min_rows(b, work),
-                [&](py::ssize_t r) { row(r, pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V)); });
+  parallel_rows(
+      b.B, min_rows(b, work), [&](py::ssize_t r) { row(r, pp + r * b.V, qq + r * b.q_stride, static_cast<int>(b.V)); },
+      work == RowWork::heavy);
 }
 
 // One value per row: value(p_row, q_row, V) -> (B,).
@@ -159,10 +160,11 @@ Ints sample_rows(const Doubles& laws, const Seeds& seeds) {
 
 // The shell of every batched plan call: p (B, V), q (B, rows, V), drafts (B, n).
 // `make(p_row, q_row, V, n)` builds a plan for one (p, q) row and `act(plan, r, drafts_r, scratch)`
-// uses it for row r; consecutive rows of a chunk with the same p and q (many draft tuples for one
-// context) share a plan, so exact plans are solved once per context and chunk. A chunk builds
-// its own plan at its first row: plans are deterministic, so results do not depend on the cut.
-// Every row's drafts are first checked to be drawable under `kind` (check_drawable).
+// uses it for row r, after checking that the row's drafts are drawable under `kind`
+// (check_drawable). Consecutive rows with the same p and q (many draft tuples for one context)
+// form a run that shares one plan, so exact plans are solved once per context; runs are spread
+// over the threads (heavy ones one at a time to whichever thread is free). Plans are
+// deterministic, so results do not depend on the threads.
 template <class Make, class Act>
 void plan_rows(const Doubles& p, const Doubles& q, const Ints& drafts, SchemeKind kind, RowWork work, Make make, Act act) {
   const Batch b = batch_of(p, q);
@@ -170,18 +172,28 @@ void plan_rows(const Doubles& p, const Doubles& q, const Ints& drafts, SchemeKin
   const int V = static_cast<int>(b.V);
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
   const double *pp = p.data(), *qq = q.data();
-  parallel_chunks(b.B, min_rows(b, work), [&](std::int64_t begin, std::int64_t end) {
-    decltype(make(pp, qq, V, n)) plan;
-    std::vector<double> scratch;
-    for (std::int64_t r = begin; r < end; ++r) {
-      const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
-      check_drawable(kind, qr, V, tuples.data() + r * n, n);
-      const bool same = r > begin && std::equal(pr, pr + b.V, pr - b.V) &&
-                        std::equal(qr, qr + b.q_stride, qr - b.q_stride);
-      if (!same) plan = make(pr, qr, V, n);
-      act(*plan, r, tuples.data() + r * n, scratch);
-    }
-  });
+  std::vector<std::int64_t> run_begin{0};  // distinct rows differ early: O(1) per row to tell
+  for (std::int64_t r = 1; r < b.B; ++r) {
+    const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
+    if (!(std::equal(pr, pr + b.V, pr - b.V) && std::equal(qr, qr + b.q_stride, qr - b.q_stride))) run_begin.push_back(r);
+  }
+  run_begin.push_back(b.B);
+  const std::int64_t runs = static_cast<std::int64_t>(run_begin.size()) - 1;
+  parallel_chunks(
+      runs, min_rows(b, work),
+      [&](std::int64_t first, std::int64_t last) {
+        std::vector<double> scratch;
+        for (std::int64_t run = first; run < last; ++run) {
+          const double *pr = pp + run_begin[run] * b.V, *qr = qq + run_begin[run] * b.q_stride;
+          decltype(make(pp, qq, V, n)) plan;
+          for (std::int64_t r = run_begin[run]; r < run_begin[run + 1]; ++r) {
+            check_drawable(kind, qr, V, tuples.data() + r * n, n);
+            if (!plan) plan = make(pr, qr, V, n);
+            act(*plan, r, tuples.data() + r * n, scratch);
+          }
+        }
+      },
+      work == RowWork::heavy);
 }
 
 // Plan adapters of the single-pass verifiers (the protocol of plan_rows and sample_verified).

@@ -23,20 +23,24 @@ inline std::int64_t light_rows(std::int64_t row_size) {
 }
 
 // chunk(begin, end) over contiguous chunks of [0, rows), each of at least min_rows rows (1 for
-// heavy rows such as a max-flow, light_rows(V) for a pass over V numbers). For bodies with
-// per-chunk scratch.
+// heavy rows such as a max-flow, light_rows(V) for a pass over V numbers); `balanced` for heavy
+// rows of uneven cost: one row per chunk, to whichever thread is free (ThreadPool::parallel_for).
+// For bodies with per-chunk scratch.
 template <class Chunk>
-void parallel_chunks(py::ssize_t rows, std::int64_t min_rows, Chunk&& chunk) {
+void parallel_chunks(py::ssize_t rows, std::int64_t min_rows, Chunk&& chunk, bool balanced = false) {
   py::gil_scoped_release release;
-  multidraft::ThreadPool::global().parallel_for(rows, chunk, min_rows);
+  multidraft::ThreadPool::global().parallel_for(rows, chunk, min_rows, balanced);
 }
 
 // row(r) for every r in [0, rows).
 template <class Row>
-void parallel_rows(py::ssize_t rows, std::int64_t min_rows, Row&& row) {
-  parallel_chunks(rows, min_rows, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t r = begin; r < end; ++r) row(static_cast<py::ssize_t>(r));
-  });
+void parallel_rows(py::ssize_t rows, std::int64_t min_rows, Row&& row, bool balanced = false) {
+  parallel_chunks(
+      rows, min_rows,
+      [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r) row(static_cast<py::ssize_t>(r));
+      },
+      balanced);
 }
 
 }  // namespace multidraft_bindings

@@ -1,11 +1,13 @@
 // Binding of distribution.hpp: probability arrays checked and normalised by the core in one read
-// (python/multidraft/_validation.py calls it and explains any refusal itself).
+// (python/multidraft/_validation.py calls it and explains any refusal itself); rows on the pool.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "multidraft/distribution.hpp"
+#include "parallel.hpp"
 
 namespace py = pybind11;
 
@@ -21,13 +23,12 @@ py::object normalised_rows(const py::array& x, double tolerance) {
   py::array_t<double> out({B, V});
   const T* data = static_cast<const T*>(x.data());
   double* o = out.mutable_data();
-  bool valid = true;
-  {
-    py::gil_scoped_release release;
-    for (std::int64_t b = 0; b < B && valid; ++b)
-      valid = multidraft::normalise_row(multidraft::StridedRow<T>{data + b * row_stride, V, stride}, tolerance, o + b * V);
-  }
-  return valid ? py::object(std::move(out)) : py::object(py::none());
+  std::atomic<bool> valid{true};
+  multidraft_bindings::parallel_rows(B, multidraft_bindings::light_rows(V), [&](py::ssize_t b) {
+    if (!multidraft::normalise_row(multidraft::StridedRow<T>{data + b * row_stride, V, stride}, tolerance, o + b * V))
+      valid.store(false, std::memory_order_relaxed);
+  });
+  return valid.load() ? py::object(std::move(out)) : py::object(py::none());
 }
 
 }  // namespace

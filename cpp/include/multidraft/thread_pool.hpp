@@ -68,11 +68,15 @@ class ThreadPool {
   }
 
   // min_rows: the fewest rows worth a chunk, where waking a worker would cost more than the
-  // rows it takes over.
+  // rows it takes over. balanced: rows of uneven, heavy cost (a max-flow, a Newton solve) are cut
+  // into one chunk per row, handed out in order to whichever thread is free, so one slow row does
+  // not leave the other threads idle behind a fixed half of the batch.
   template <class Body>
-  void parallel_for(std::int64_t rows, Body&& body, std::int64_t min_rows = 1) {
+  void parallel_for(std::int64_t rows, Body&& body, std::int64_t min_rows = 1, bool balanced = false) {
     if (rows <= 0) return;
-    const std::int64_t chunks = std::clamp<std::int64_t>(rows / std::max<std::int64_t>(min_rows, 1), 1, threads());
+    const int count = threads();
+    const std::int64_t chunks =
+        count == 1 ? 1 : std::clamp<std::int64_t>(rows / std::max<std::int64_t>(min_rows, 1), 1, balanced ? rows : count);
     if (chunks == 1) {  // inline: no lock, no queue
       body(std::int64_t{0}, rows);
       return;

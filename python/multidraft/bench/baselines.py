@@ -149,7 +149,7 @@ class ThreadRow:
 
 
 def run_thread_scaling(regimes: Sequence[str], V: int, seed: int, B: int = 64, k: int = 100, n: int = 2,
-                       repeats: int = 3) -> List[ThreadRow]:
+                       repeats: int = 7) -> List[ThreadRow]:
     """Median ms of one batched ``v.verify`` of B distinct (p, q) rows with one C++ thread and with
     ``md.get_num_threads()`` (all usable cores), for the verifiers of :data:`THREADED`."""
     threads = md.get_num_threads()
