@@ -4,6 +4,7 @@ Every violation raises :class:`ValueError` naming the argument and the problem.
 """
 from __future__ import annotations
 
+import functools
 import numbers
 import sys
 from typing import Optional, Sequence, Tuple, Union
@@ -21,6 +22,15 @@ _FLOAT32_ROUNDOFF = 2.0**-24
 
 RngLike = Union[np.random.Generator, int, Sequence[int], None]
 
+def _largest_as_unsigned(array: np.ndarray) -> int:
+    """The largest int64 id read as unsigned: a negative id becomes >= 2**63, so this one
+    reduction checks both ends of [0, V)."""
+    return int(array.view(np.uint64).max())
+
+
+#: dtypes the core reads directly (distribution.hpp)
+_CORE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
 
 def _precision(dtype) -> Tuple[float, float]:
     """(machine epsilon, smallest normal number) of a NumPy or torch dtype; (0, 0) for integers."""
@@ -36,6 +46,7 @@ def _precision(dtype) -> Tuple[float, float]:
     return float(info.eps), float(info.tiny)
 
 
+@functools.lru_cache(maxsize=256)  # a few (dtype, V) pairs per process; computed on every call otherwise
 def sum_tolerance(dtype, V: int) -> float:
     """How far from 1 a distribution over ``V`` tokens stored in ``dtype`` (NumPy or torch) may sum.
 
@@ -104,8 +115,9 @@ def probabilities(x, name: str, ndims: Sequence[int] = (1, 2)) -> np.ndarray:
     V. The result is a new C-contiguous float64 array whose rows are the input's rows divided by
     their float64 sums: the law the core computes with, exactly. ``x`` itself is never modified.
     """
-    array, stored = as_array(x, name)
-    if array.dtype == object or not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+    array, stored = (x, x.dtype) if type(x) is np.ndarray else as_array(x, name)
+    if array.dtype not in _CORE_DTYPES and (array.dtype == object or not (
+            np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer))):
         raise ValueError(f"'{name}' must be a float16, float32 or float64 array or a CPU torch tensor of floats, "
                          f"got dtype {stored}")
     if array.ndim not in ndims:
@@ -114,7 +126,7 @@ def probabilities(x, name: str, ndims: Sequence[int] = (1, 2)) -> np.ndarray:
     if array.shape[-1] == 0 or array.size == 0:
         raise ValueError(f"'{name}' is empty (shape {array.shape})")
     tolerance = sum_tolerance(stored, array.shape[-1])
-    if array.dtype in (np.float32, np.float64):  # fast path: the core checks and normalises in one read
+    if array.dtype in _CORE_DTYPES:  # fast path: the core checks and normalises in one read
         rows = array.reshape(-1, array.shape[-1]) if array.ndim != 2 else array
         normalised = _core.normalised_rows(rows, tolerance)
         if normalised is not None:
@@ -149,7 +161,7 @@ def tokens(drafts, V: int, n: Optional[int], name: str = "drafts", ndims: Sequen
     array = np.asarray(drafts)
     if array.ndim == 0 and 1 in ndims and n == 1:
         array = array.reshape(1)
-    if array.size and not np.issubdtype(array.dtype, np.integer):
+    if array.size and array.dtype.kind not in "iu":
         if not (np.issubdtype(array.dtype, np.floating) and np.all(np.isfinite(array)) and np.all(array == np.round(array))):
             raise ValueError(f"'{name}' must hold integer token ids, got dtype {array.dtype}")
     if array.ndim not in ndims:
@@ -158,7 +170,7 @@ def tokens(drafts, V: int, n: Optional[int], name: str = "drafts", ndims: Sequen
     if n is not None and array.shape[-1] != n:
         raise ValueError(f"'{name}' must hold n = {n} tokens per row, got shape {array.shape}")
     array = np.ascontiguousarray(array, dtype=np.int64)
-    if np.any((array < 0) | (array >= V)):
+    if array.size and _largest_as_unsigned(array) >= V:
         bad = array[(array < 0) | (array >= V)].ravel()[0]
         raise ValueError(f"'{name}' has token {int(bad)} out of range [0, {V})")
     return array

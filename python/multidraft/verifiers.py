@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import functools
 from typing import Dict, List, Optional, Type, Union
 
 import numpy as np
@@ -18,6 +19,11 @@ from .schemes import DraftScheme, batched_inputs, scheme_kind
 #: Largest work (elementary steps) of an exact acceptance that enumerates draft prefixes or tuples
 #: ("rrs_without_replacement": prefixes times draft support; "khisti" with n > 1: tuples times n^2).
 MAX_ACCEPTANCE_WORK = 10**8
+
+
+@functools.lru_cache(maxsize=None)  # a handful of combinations; the core's options are immutable
+def _scheme_options(kind: str, without_replacement: bool, truncation: int = -1):
+    return _core.VerifierOptions(kind=kind, without_replacement=without_replacement, truncation=truncation)
 
 
 def _unbatch(values: np.ndarray, batched: bool) -> Union[float, np.ndarray]:
@@ -100,7 +106,7 @@ class Verifier:
 
     def _core_options(self):
         """The options of this verifier for the core's batched calls."""
-        return _core.VerifierOptions(kind=self.scheme_kind, without_replacement=self.without_replacement)
+        return _scheme_options(self.scheme_kind, self.without_replacement)
 
     def _transport(self, p2, q3, n, drafts) -> np.ndarray:
         return _core.transport(self.core_method, p2, q3, drafts, self._core_options())
@@ -246,7 +252,7 @@ class CanonicalDecompositionVerifier(Verifier):
         return f"multidraft.verifier('khisti', scheme={self.scheme_kind!r}{extra})"
 
     def _core_options(self):
-        return _core.VerifierOptions(kind=self.scheme_kind, truncation=self.truncation)
+        return _scheme_options(self.scheme_kind, False, self.truncation)
 
     def acceptance(self, p, q, n=None):
         p2, q3, n, batched = self._rows(p, q, n)
