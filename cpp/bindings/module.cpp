@@ -280,9 +280,8 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
   double* o = out.mutable_data();
   const py::ssize_t V = p.shape(1);
   with_plan_maker(method, options, [&](RowWork work, auto make) {
-    plan_rows(p, q, drafts, parse_kind(options.kind), work, make, [&](const auto& plan, std::int64_t r, const int* d, std::vector<double>&) {
-      plan.transport(d, o + r * V);
-    });
+    plan_rows(p, q, drafts, parse_kind(options.kind), work, make,
+              [&](const auto& plan, std::int64_t r, const int* d, std::vector<double>&) { plan.transport(d, o + r * V); });
   });
   return out;
 }
