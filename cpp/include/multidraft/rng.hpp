@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace multidraft {
 
@@ -41,28 +42,33 @@ class Rng {
 
 // Inverse-CDF draw of an index from weights weight(0 .. size-1), read on the fly (they need not
 // sum to 1; negative ones count as 0), so a law such as (p - q)^+ is drawn from without being
-// written. -1 when no weight is positive. The sums run by blocks of kSampleBlock, each
-// vectorised: one running sum over V = 32000 weights is a dependency chain of V additions (tens
-// of microseconds); the scan then skips whole blocks and walks one.
+// written. -1 when no weight is positive. One pass sums blocks of kSampleBlock weights, each
+// vectorised (one running sum over V = 32000 weights would be a dependency chain of V additions,
+// tens of microseconds), into a per-thread list of block sums; the draw then walks that list
+// and reads the weights of one block only.
 template <class Weight>
 inline int sample_index_by(int size, Rng& rng, Weight weight) {
   constexpr int kSampleBlock = 64;
+  thread_local std::vector<double> blocks;
+  const int count = (size + kSampleBlock - 1) / kSampleBlock;
+  blocks.resize(count);
   double total = 0.0;
-#pragma omp simd reduction(+ : total)
-  for (int i = 0; i < size; ++i) total += std::max(weight(i), 0.0);
-  if (!(total > 0.0)) return -1;
-  const double u = rng.uniform() * total;
-  double cumulative = 0.0;
-  for (int begin = 0; begin < size; begin += kSampleBlock) {
-    const int end = std::min(size, begin + kSampleBlock);
+  for (int b = 0; b < count; ++b) {
+    const int begin = b * kSampleBlock, end = std::min(size, begin + kSampleBlock);
     double block = 0.0;
 #pragma omp simd reduction(+ : block)
     for (int i = begin; i < end; ++i) block += std::max(weight(i), 0.0);
-    if (cumulative + block <= u) {
-      cumulative += block;
+    total += blocks[b] = block;
+  }
+  if (!(total > 0.0)) return -1;
+  const double u = rng.uniform() * total;
+  double cumulative = 0.0;
+  for (int b = 0; b < count; ++b) {
+    if (cumulative + blocks[b] <= u) {
+      cumulative += blocks[b];
       continue;
     }
-    for (int i = begin; i < end; ++i) {
+    for (int i = b * kSampleBlock, end = std::min(size, i + kSampleBlock); i < end; ++i) {
       const double w = weight(i);
       if (w <= 0.0) continue;
       cumulative += w;
