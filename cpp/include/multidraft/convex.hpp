@@ -339,6 +339,16 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   // |a| <= 150 when the budget forbids enumerating), and more iterations only cost time.
   constexpr int kStagnationWindow = 4;
   std::vector<double> history;
+  // A point beyond kUnshiftedLimit turns the implicit terms into stored, shifted ones for the rest
+  // of the solve (ConvexObjective::evaluate), several times slower. While the iterates are inside
+  // it, a trial point outside is backtracked like one the budget refuses: a stopping threshold of
+  // 5 tau never needs |a| near 600, only an overlong Newton or CG step gets there. (Tests that
+  // lower objective.unshifted_limit to force the stored path are not affected.)
+  const bool stay_in_range = report.solution.cwiseAbs().maxCoeff() <= kUnshiftedLimit;
+  auto evaluate_trial = [&](const Eigen::VectorXd& x, Eigen::VectorXd& gradient, Curvature& at) {
+    if (stay_in_range && x.cwiseAbs().maxCoeff() > kUnshiftedLimit) return false;
+    return objective.evaluate(x, gradient, at);
+  };
   for (;; ++report.iterations) {
     report.gradient_l1 = g.lpNorm<1>() + curvature.gradient_error;  // a bound on the true one
     report.gradient = g;
@@ -356,7 +366,7 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
       return report;
     if (const double shift = objective.level_shift(g); shift > 0.0) {  // counts as an iteration
       report.solution.array() += shift;
-      if (objective.evaluate(report.solution, g, curvature)) continue;
+      if (evaluate_trial(report.solution, g, curvature)) continue;
       report.solution.array() -= shift;  // refused by the budget: a Newton step from where we were
       objective.evaluate(report.solution, g, curvature);  // accepted before, so accepted again
     }
@@ -380,7 +390,7 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
     // A trial point the budget refuses (its terms cannot be interpolated) is backtracked like one
     // that does not decrease enough.
     Eigen::VectorXd trial = report.solution + d;
-    bool evaluated = objective.evaluate(trial, trial_gradient, trial_curvature);
+    bool evaluated = evaluate_trial(trial, trial_gradient, trial_curvature);
     for (double step = 0.5; !evaluated || (trial_gradient.lpNorm<1>() >= report.gradient_l1 &&
                                            trial_gradient.dot(d) > kSufficientDecrease * slope);
          step *= 0.5) {
@@ -389,7 +399,7 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
         return report;
       }
       trial = report.solution + step * d;
-      evaluated = objective.evaluate(trial, trial_gradient, trial_curvature);
+      evaluated = evaluate_trial(trial, trial_gradient, trial_curvature);
     }
     report.solution = std::move(trial);
     std::swap(g, trial_gradient);
