@@ -13,7 +13,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 GLOBAL_RESOLUTION = [
     new_markdown_cell(
         "# Global Resolution: optimal multi-draft acceptance and solve times\n\n"
-        "Reproduces seed 000 Figure 1 (optimal acceptance alpha* against the draft top-k and the number of "
+        "Reproduces [GR] Figure 1 (optimal acceptance alpha* against the draft top-k and the number of "
         "i.i.d. drafts n) and the solve-time table (Table 1) on the benchmark's generated target/draft pairs "
         "(`multidraft.bench.distributions`: heavy-tailed target logits, a noisy-copy draft, temperature and "
         "draft top-k; the *peaked* and *flat* regimes). Notation: `p` target, `q` draft.\n\n"
@@ -33,7 +33,7 @@ GLOBAL_RESOLUTION = [
     ),
     new_markdown_cell(
         "## Figure 1: alpha* against n, one curve per draft top-k\n\n"
-        "`md.optimal_acceptance` is the O(V log V) subset-selection formula (seed 000 Eq. 4), exact. "
+        "`md.optimal_acceptance` is the O(V log V) subset-selection formula ([GR] Eq. 4), exact. "
         "With top-k drafts alpha* <= P(top-k), so small k saturates early."
     ),
     new_code_cell(

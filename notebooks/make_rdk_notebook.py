@@ -10,9 +10,9 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 
 RDK = [
     new_markdown_cell(
-        "# Out-of-vocabulary drafting: RDK (seed 001)\n\n"
+        "# Out-of-vocabulary drafting: RDK ([OOV])\n\n"
         "A drafter whose vocabulary was pruned to its most frequent tokens cannot propose the rest. "
-        "This notebook reproduces the shape of seed 001's Fig. 7 (acceptance against pruning level) on "
+        "This notebook reproduces the shape of [OOV]'s Fig. 7 (acceptance against pruning level) on "
         "synthetic heavy-tailed next-token distributions (Student-t logits, the paper's §6.1; protocol of "
         "spec §4.4), for the masked baseline, TLI (= the FR-pruned drafter), full RDK (M from the covariance "
         "or the correlation of target logits, tau chosen on held-out contexts) and the first-order form of "

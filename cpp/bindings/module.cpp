@@ -347,11 +347,11 @@ Ints plan_samples(const Plan& plan, const Ints& drafts, const Seeds& seeds, int 
 
 }  // namespace
 
-void bind_rdk(py::module_& m);         // cpp/bindings/rdk.cpp (seed 001)
+void bind_rdk(py::module_& m);         // cpp/bindings/rdk.cpp ([OOV])
 void bind_validation(py::module_& m);  // cpp/bindings/validation.cpp
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "multidraft C++ core (seed 000 optimal transport, single-draft verifiers, draft schemes)";
+  m.doc() = "multidraft C++ core ([GR] optimal transport, single-draft verifiers, draft schemes)";
   m.attr("MAX_NETWORK_ARCS") = kMaxNetworkArcs;
   m.attr("MAX_THREADS") = ThreadPool::kMaxThreads;
   // Releases the GIL: shrinking waits for ending workers to finish the chunk they are running.

@@ -1,4 +1,4 @@
-// pybind11 bindings of seed 001 (RDK): vocabulary maps, the affinity matrix M and the RDK
+// pybind11 bindings of [OOV] (RDK): vocabulary maps, the affinity matrix M and the RDK
 // proposals. Inputs are validated by python/multidraft/rdk.py; these functions convert arrays,
 // release the GIL around every loop and spread batched rows over the core's thread pool
 // (parallel.hpp). Batched layout: distributions (B, V), seeds (B,).
@@ -98,7 +98,7 @@ py::array_t<double> taylor_rows(const Doubles& q_prime, const Doubles& prior, do
 }  // namespace
 
 void bind_rdk(py::module_& m) {
-  auto rdk = m.def_submodule("rdk", "seed 001 (RDK): vocabulary maps, affinity matrix, proposals");
+  auto rdk = m.def_submodule("rdk", "[OOV] (RDK): vocabulary maps, affinity matrix, proposals");
   rdk.def("frequency_ranked", [](const Ints& counts, std::int64_t size) {
     std::vector<std::int64_t> kept;
     {

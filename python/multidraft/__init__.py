@@ -1,6 +1,6 @@
 """multidraft: lossless single- and multi-draft speculative sampling with a C++ core.
 
-Notation: ``p`` is the target distribution, ``q`` the draft distribution (seed 000's convention).
+Notation: ``p`` is the target distribution, ``q`` the draft distribution ([GR]'s convention).
 See ``multidraft.verifier`` for the verifier interface and ``multidraft.solve_otlp`` for exact
 optimal-transport plans. Probabilities may be NumPy arrays or CPU torch tensors of any float dtype;
 every entry point samples their rows normalised in float64, and ``multidraft.softmax`` turns
@@ -22,7 +22,7 @@ from .otlp import (
 from .schemes import SCHEME_KINDS, DraftScheme, draft_scheme
 from .threads import MAX_THREADS, get_num_threads, set_num_threads
 from .verifiers import Verifier, verifier, verifier_names
-from . import rdk  # seed 001: out-of-vocabulary drafting (after verifiers, which it uses)
+from . import rdk  # [OOV]: out-of-vocabulary drafting (after verifiers, which it uses)
 
 __version__ = "0.1.0"
 

@@ -68,7 +68,7 @@ def khisti_acceptance(
 def spechub_acceptance(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
 
 class RelaxedPlan:
-    """Seed 000 Section 5.2 max-flow plan completed by Eq. (3); network "sets" or "tuples"."""
+    """[GR] Section 5.2 max-flow plan completed by Eq. (3); network "sets" or "tuples"."""
     def __init__(self, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], kind: str, n: int, network: str) -> None: ...
     @property
     def alpha(self) -> float: ...
@@ -76,7 +76,7 @@ class RelaxedPlan:
     def sample(self, drafts: npt.NDArray[np.int64], seeds: npt.NDArray[np.uint64], V: int) -> npt.NDArray[np.int64]: ...
 
 class SlacknessPlan:
-    """Seed 000 Theorem 5.1 outer/inner networks, each solved once on first use (by whichever thread
+    """[GR] Theorem 5.1 outer/inner networks, each solved once on first use (by whichever thread
     asks first), completed by Eq. (8)."""
     def __init__(self, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], kind: str, n: int) -> None: ...
     @property
@@ -93,7 +93,7 @@ def objective_derivatives(
     objective over the variables with masses q (convex.hpp)."""
 
 class GlobalResolutionPlan:
-    """Seed 000 Algorithm 1 (Global Resolution) for n i.i.d. drafts; see multidraft.GlobalResolution."""
+    """[GR] Algorithm 1 (Global Resolution) for n i.i.d. drafts; see multidraft.GlobalResolution."""
     def __init__(
         self, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, tau: float, max_iterations: int,
         max_terms: float, paper_threshold: bool, exact: bool = True, unshifted_limit: float = 600.0,
@@ -119,7 +119,7 @@ class GlobalResolutionPlan:
     def sample(self, drafts: npt.NDArray[np.int64], seeds: npt.NDArray[np.uint64], V: int) -> npt.NDArray[np.int64]: ...
 
 class _Rdk:
-    """The submodule ``_core.rdk`` (cpp/bindings/rdk.cpp, seed 001). CSR: indptr int64, indices int32."""
+    """The submodule ``_core.rdk`` (cpp/bindings/rdk.cpp, [OOV]). CSR: indptr int64, indices int32."""
 
     @staticmethod
     def frequency_ranked(counts: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.int64]: ...

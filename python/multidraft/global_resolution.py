@@ -11,11 +11,11 @@ import numpy as np
 
 from . import _core
 from . import _validation as check
-from .otlp import OTLPPlan, _CorePlan, _kind
+from .otlp import _CorePlan, _kind
 from .schemes import DraftScheme, batched_inputs
 
 
-class GlobalResolution(OTLPPlan):
+class GlobalResolution(_CorePlan):
     """Algorithm 1 of [GR] for target ``p`` (V,) and n i.i.d. drafts from ``q`` (V,).
 
     By default (``exact=True``) the plan is **exactly lossless**: [GR]'s plan proposes a draft
@@ -45,7 +45,8 @@ class GlobalResolution(OTLPPlan):
             achieved gradient L1 norm (a bound on it when the n = 2 or 3 terms were summed by
             interpolation, ``interpolated``), threshold, Newton iterations, convergence.
         used_fallback: True when ``fallback=True`` and the bound was not met, in which case
-            ``transport`` and ``sample`` use the exact complementary-slackness max-flow plan.
+            ``transport`` and ``sample`` use the exact complementary-slackness max-flow plan
+            (and ``alpha`` is its acceptance, alpha*).
 
     Options: ``tau`` (> 0), ``max_iterations`` (Newton), ``max_terms`` (work budget per system:
     the grouped terms a Newton pass may enumerate; for n = 2 and 3 the full-size terms, summed by
@@ -70,23 +71,20 @@ class GlobalResolution(OTLPPlan):
         draft = DraftScheme._from_batched(q3, n, kind)
         if not isinstance(exact, (bool, np.bool_)):
             raise ValueError(f"'exact' must be True or False, got {exact!r}")
-        self._core = _core.GlobalResolutionPlan(p2[0], draft.q, n, float(tau), int(max_iterations), float(max_terms),
-                                                bool(paper_threshold), bool(exact))
-        super().__init__(p2[0], draft, "global_resolution", self._core.alpha)
+        plan = _core.GlobalResolutionPlan(p2[0], draft.q, n, float(tau), int(max_iterations), float(max_terms),
+                                          bool(paper_threshold), bool(exact))
         self.tau = float(tau)
-        self.alpha_star = self._core.alpha_star
-        self.success = bool(self._core.success)
-        self.l1_bound = float(self._core.l1_bound)
-        self.acceptance_bound = float(self._core.acceptance_bound)
+        self.alpha_star = plan.alpha_star
+        self.success = bool(plan.success)
+        self.l1_bound = float(plan.l1_bound)
+        self.acceptance_bound = float(plan.acceptance_bound)
         self.exact = bool(exact)
-        self.law_error_bound = float(self._core.law_error_bound) if exact else self.l1_bound
-        self.diagnostics = self._core.diagnostics
+        self.diagnostics = plan.diagnostics
         self.used_fallback = bool(fallback and not self.success)
-        self._exact = _CorePlan(p2[0], draft, "maxflow_cs", _core.SlacknessPlan(p2[0], draft.q, "iid", n)) \
-            if self.used_fallback else None
-        if self.used_fallback:
-            self.alpha = self._exact.alpha
-            self.law_error_bound = 0.0
+        if self.used_fallback:  # the exact max-flow plan slices and samples instead
+            plan = _core.SlacknessPlan(p2[0], draft.q, "iid", n)
+        super().__init__(p2[0], draft, "global_resolution", plan)
+        self.law_error_bound = 0.0 if self.used_fallback else float(plan.law_error_bound) if exact else self.l1_bound
 
     def __repr__(self) -> str:
         return (f"GlobalResolution(tau={self.tau:g}, exact={self.exact}, alpha={self.alpha:.9g}, "
@@ -94,19 +92,15 @@ class GlobalResolution(OTLPPlan):
                 f"used_fallback={self.used_fallback})")
 
     def _check_drawable(self, drafts: np.ndarray) -> None:
-        # Eq. (18) is defined for every tuple, but only drawable ones are verified
-        if np.any(self.scheme.q[drafts] <= 0):
+        # Eq. (18) is defined for every tuple, but only drawable ones are verified (the max-flow
+        # fallback refuses the others itself)
+        if not self.used_fallback and np.any(self.scheme.q[drafts] <= 0):
             raise ValueError("'drafts' has probability zero under the draft scheme (q = 0 at a draft)")
 
     def _slices(self, drafts: np.ndarray) -> np.ndarray:
-        if self._exact is not None:
-            return self._exact._slices(drafts)
         self._check_drawable(drafts)
-        return self._core.transport(drafts, self.scheme.V)
+        return super()._slices(drafts)
 
     def sample(self, drafts, rng: check.RngLike = None) -> int:
-        if self._exact is not None:
-            return self._exact.sample(drafts, rng)
-        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)).reshape(1, -1)
-        self._check_drawable(drafts)
-        return int(self._core.sample(drafts, check.row_seeds(rng, 1), self.scheme.V)[0])
+        self._check_drawable(check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)))
+        return super().sample(drafts, rng)

@@ -103,7 +103,7 @@ def _top_k_mask(x: np.ndarray, k: int) -> np.ndarray:
 
 
 def _truncate_draft(q: np.ndarray, k: Optional[int]) -> np.ndarray:
-    """The draft law restricted to its k most probable tokens (seed 000 App. N), renormalised."""
+    """The draft law restricted to its k most probable tokens ([GR] App. N), renormalised."""
     if k is None:
         return q
     q = np.where(_top_k_mask(q, k), q, 0.0)

@@ -1,5 +1,5 @@
-"""Khisti et al.'s theorems for identical drafts (seed 003 §3), in this project's notation
-(``p`` target, ``q`` draft; the paper swaps the letters). Both reduce to seed 000's subset
+"""Khisti et al.'s theorems for identical drafts ([CD] §3), in this project's notation
+(``p`` target, ``q`` draft; the paper swaps the letters). Both reduce to [GR]'s subset
 selection, evaluated by its O(V log V) ratio scan; the sampler is ``multidraft.verifier("khisti")``.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ def optimal_acceptance_two_drafts(p, q) -> Union[float, np.ndarray]:
 
 def accepts_always(p, q, n: int = 2) -> Union[bool, np.ndarray]:
     """Theorem 2 (n = 2; its K-draft analogue for n > 2): P*(acc) = 1 iff p(S) >= q(S)^n for every
-    token set S, i.e. iff the smallest minimiser H* of seed 000's psi is empty (the optimal
+    token set S, i.e. iff the smallest minimiser H* of [GR]'s psi is empty (the optimal
     importance weights make the selected token's law equal to p exactly).
     """
     _, H = optimal_subset(p, q, n)

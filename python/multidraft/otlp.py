@@ -1,4 +1,4 @@
-"""Optimal acceptance (subset selection) and exact OTLP plans (seed 000, Sections 3 and 5).
+"""Optimal acceptance (subset selection) and exact OTLP plans ([GR], Sections 3 and 5).
 
 Notation: ``p`` is the target distribution, ``q`` the draft distribution.
 """
@@ -42,7 +42,7 @@ def acceptance_rate(p, q) -> Union[float, np.ndarray]:
 
 
 def optimal_subset(p, q, n: Optional[int] = None, *, scheme: Optional[str] = None) -> Tuple:
-    """``(alpha*, H*)``: optimal acceptance ``1 + min_H psi(H)`` and the smallest minimiser (seed 000 Eq. 4).
+    """``(alpha*, H*)``: optimal acceptance ``1 + min_H psi(H)`` and the smallest minimiser ([GR] Eq. 4).
 
     ``psi(H) = P(H) - p_draft(H^n)``. i.i.d. drafts (``q`` (V,), ``n``): O(V log V) prefix scan of
     the tokens by decreasing q/p. Independent drafts of n models (``q`` of shape (n, V)): the
@@ -107,7 +107,7 @@ class _CorePlan(OTLPPlan):
 
 
 class _LinearProgramPlan(OTLPPlan):
-    """The paper's "General LP" baseline: seed 000 Eq. (1) over tuples, solved by SciPy HiGHS.
+    """The paper's "General LP" baseline: [GR] Eq. (1) over tuples, solved by SciPy HiGHS.
 
     Outputs outside the draft support never count as accepted and enter the LP symmetrically, so
     they are merged into one output and split back in proportion to p (exact). The HiGHS
@@ -191,7 +191,7 @@ class _LinearProgramPlan(OTLPPlan):
 
 def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow", scheme: Optional[str] = None,
                network: str = "sets") -> OTLPPlan:
-    """Exact OTLP plan (seed 000 Eq. 1) for target ``p`` (V,) and a draft scheme.
+    """Exact OTLP plan ([GR] Eq. 1) for target ``p`` (V,) and a draft scheme.
 
     ``q`` (V,) with ``n`` for ``scheme="iid"`` (default) or ``"without_replacement"``; ``q`` (n, V)
     for independent drafts of n models. Methods:

@@ -1,4 +1,4 @@
-"""Out-of-vocabulary drafting: RDK, Redistributing Drafter Kernels (seed 001; spec seed-001-rdk.md).
+"""Out-of-vocabulary drafting: RDK, Redistributing Drafter Kernels ([OOV]).
 
 A drafter whose vocabulary was pruned (or differs from the target's) cannot propose the target
 tokens it lacks. RDK turns its distribution ``q`` into a proposal over the **whole target
@@ -126,7 +126,7 @@ class VocabularyMap:
         image = self.draft_to_target[self.draft_to_target >= 0]
         if image.size == 0:
             raise ValueError("the drafter and target vocabularies share no token (I is empty): TLI and RDK "
-                             "are undefined (seed 001 assumes I non-empty)")
+                             "are undefined ([OOV] assumes I non-empty)")
         unique, counts = np.unique(image, return_counts=True)
         if np.any(counts > 1):
             raise ValueError(f"'draft_to_target' is not injective: target id {int(unique[counts > 1][0])} "
@@ -219,7 +219,7 @@ class VocabularyMap:
 # ----------------------------------------------------------------------------- affinity matrix
 
 class AffinityMatrix:
-    """A row-stochastic V x V matrix M in CSR form (seed 001 Assumption 4.1).
+    """A row-stochastic V x V matrix M in CSR form ([OOV] Assumption 4.1).
 
     ``indptr`` (V + 1,) int64, ``indices`` (nnz,) column ids, ``values`` (nnz,) float64. Entries
     must be finite and >= 0 and each row must sum to 1 within 1e-6; with ``renormalise=True``
@@ -461,7 +461,7 @@ def rdk_proposal(q_prime, M: AffinityMatrix) -> np.ndarray:
 # ----------------------------------------------------------------------------- first-order RDK
 
 def taylor_proposal(q_prime, prior, n_eff: Optional[float] = None) -> np.ndarray:
-    """First-order RDK, seed 001 Eq. (3), verbatim: (V,) or (B, V).
+    """First-order RDK, [OOV] Eq. (3), verbatim: (V,) or (B, V).
 
     theta = prior . q'; ptilde_t = (n_eff q'_t + theta prior_t) / (n_eff + prior_t); normalised.
     ``prior`` (V,) >= 0 stands for the paper's p: a context-free prior (:func:`unigram_prior`,

@@ -133,7 +133,7 @@ class SpeculativeSampling(Verifier):
 
 
 class NaiveRejection(Verifier):
-    """``"naive"``: naive rejection (seed 002): output Z ~ p, accepted iff Z is one of the drafts.
+    """``"naive"``: naive rejection ([NH]): output Z ~ p, accepted iff Z is one of the drafts.
 
     Lossless by construction; with n i.i.d. drafts its acceptance is sum_i p_i (1 - (1 - q_i)^n).
     """
@@ -147,7 +147,7 @@ class NaiveRejection(Verifier):
 
 
 class RecursiveRejection(Verifier):
-    """``"rrs"``: recursive rejection sampling with n i.i.d. drafts (SpecInfer; seed 004 §2.2).
+    """``"rrs"``: recursive rejection sampling with n i.i.d. drafts (SpecInfer; [HUB] §2.2).
 
     Drafts are tried in order by speculative sampling against the running residual
     p_{i+1} = norm((p_i - q)^+); if all are rejected the output is drawn from p_{n+1}.
@@ -164,7 +164,7 @@ class RecursiveRejection(Verifier):
 
 
 class RecursiveRejectionWithoutReplacement(RecursiveRejection):
-    """``"rrs_without_replacement"``: RRS with drafts drawn without replacement (seed 004 §2.3).
+    """``"rrs_without_replacement"``: RRS with drafts drawn without replacement ([HUB] §2.3).
 
     After a rejection the residual is taken against the current draft law, then the rejected
     token is removed from it. The exact acceptance sums over draft prefixes (order matters), about
@@ -203,7 +203,7 @@ class KSequential(Verifier):
 
 
 class SpecHubVerifier(Verifier):
-    """``"spechub"``: SpecHub (seed 004 §2.8), two drafts from the hub scheme.
+    """``"spechub"``: SpecHub ([HUB] §2.8), two drafts from the hub scheme.
 
     Hub a = argmax q (smallest index on ties); drafts (x, a) with probability q(x), or (a, x)
     with probability q(a) q(x) / (1 - q(a)) (scheme ``"hub"``). Four ordered acceptance tests and
@@ -222,11 +222,11 @@ class SpecHubVerifier(Verifier):
 
 
 class CanonicalDecompositionVerifier(Verifier):
-    """``"khisti"``: the canonical decomposition of Khisti et al. (seed 003 §2.1, 2.5, 2.6).
+    """``"khisti"``: the canonical decomposition of Khisti et al. ([CD] §2.1, 2.5, 2.6).
 
     Step 1 selects one draft token by importance weights; step 2 verifies it by single-draft
     speculative sampling against the selected token's own marginal p_I (never against q). The
-    weights are optimal (from the relaxed-OTLP max-flow, seed 000 Theorem 4.1), so for two drafts
+    weights are optimal (from the relaxed-OTLP max-flow, [GR] Theorem 4.1), so for two drafts
     the acceptance is alpha*; for n > 2 the selection is successive and pairwise (Remark 3), not
     optimal in general. ``scheme``: "iid" (identical drafts, q (V,)) or "independent" (one
     draft model per draft, q (n, V)). ``truncation=s``: the first pair uses Algorithm 2 (truncated
@@ -261,7 +261,7 @@ class CanonicalDecompositionVerifier(Verifier):
 
 
 class OptimalTransport(Verifier):
-    """``"otlp"``: the exact optimal verifier, pi = the OTLP plan (seed 000), acceptance alpha*.
+    """``"otlp"``: the exact optimal verifier, pi = the OTLP plan ([GR]), acceptance alpha*.
 
     Options: ``method`` in ("maxflow", "maxflow_cs", "lp"), ``scheme`` in ("iid",
     "without_replacement", "independent"). Each row builds its own plan; for repeated slices of

@@ -1,4 +1,4 @@
-// The token-affinity matrix M of seed 001 (Section 4, Eq. (2), Assumption 4.1), stored sparse.
+// The token-affinity matrix M of [OOV] (Section 4, Eq. (2), Assumption 4.1), stored sparse.
 //
 // M_ij = exp(Omega_ij / tau) / sum_k exp(Omega_ik / tau) for rows i in I and columns j in T,
 // with Omega the sample covariance of the target's logit vectors across calibration contexts
@@ -35,7 +35,7 @@ struct SparseRows {
 // of `samples` (K contexts x V tokens, row-major), ties broken by the smaller column id. Omega is
 // computed a block of rows at a time (block x V doubles), never as a V x V matrix, the blocks
 // spread over the thread pool: O(K * R * V) time, O(K * V + threads * block * V + R * k) memory.
-// seed 001 Eq. (2), Omega.
+// [OOV] Eq. (2), Omega.
 inline SparseRows covariance_top_k(const double* samples, std::int64_t K, std::int64_t V, const std::int64_t* rows,
                                    std::int64_t R, std::int64_t k) {
   if (K < 2) throw std::invalid_argument("covariance_top_k: need at least 2 calibration samples");

@@ -4,7 +4,7 @@
 // enumerating them (pair_sums.hpp, triple_sums.hpp). F is analytic off the negative real axis,
 // so in u = log y it is analytic in the strip |Im u| < pi wherever the s_k are, and Chebyshev
 // interpolation on u-pieces of width 3 converges geometrically with an error bound relative to F
-// that needs no knowledge of the s_k (ChebyshevPieces::relative_error). Not in seed 000, whose
+// that needs no knowledge of the s_k (ChebyshevPieces::relative_error). Not in [GR], whose
 // Appendix K terms are all enumerated: this is what makes n = 2 and 3 fast at hundreds of tokens.
 #pragma once
 #include <algorithm>

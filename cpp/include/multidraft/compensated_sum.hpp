@@ -1,5 +1,5 @@
 // Neumaier's compensated summation: prefix sums of probabilities stay exact to ~1 ulp,
-// which the subset scan of seed 000 §2.1 needs to resolve psi ties.
+// which the subset scan of [GR] §2.1 needs to resolve psi ties.
 #pragma once
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // Grouped LogSumExp objectives of Global Resolution and their damped Newton minimiser
-// (seed 000 Theorems 6.4 and 6.5, Eqs. 12 and 15, in the grouped form of Appendix K):
+// ([GR] Theorems 6.4 and 6.5, Eqs. 12 and 15, in the grouped form of Appendix K):
 //   outer  Phi_T(a)   = sum_U w_U log(sum_{u in U} e^{a_u})      - sum_i t_i a_i
 //   inner  Theta_T(a) = sum_U c_U log(1 + sum_{u in U} e^{a_u})  - sum_i t_i a_i
 // Gradient: (mass allocated to i) - t_i; Hessian: softmax Jacobians scattered into |U| x |U|

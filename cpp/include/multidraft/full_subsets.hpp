@@ -1,5 +1,5 @@
 // The full-size terms of the grouped Global Resolution objectives, kept implicit.
-// In Phi_T and Theta_T (seed 000 Eqs. 12 and 15, grouped as in Appendix K) the terms U with
+// In Phi_T and Theta_T ([GR] Eqs. 12 and 15, grouped as in Appendix K) the terms U with
 // |U| = n are every n-subset of T, and their weight needs no polynomial:
 //   n! [x^n] e^{b x} prod_{u in U} (e^{q_u x} - 1) = n! prod_{u in U} q_u      (any base b),
 // because the product starts at degree n. They are C(|T|, n) of the C(|T|, <= n) terms (all but

@@ -1,4 +1,4 @@
-// Global Resolution (seed 000 Section 6, Algorithm 1, Appendices G to L): the optimal
+// Global Resolution ([GR] Section 6, Algorithm 1, Appendices G to L): the optimal
 // multi-draft transport for n i.i.d. drafts without an exponential LP.
 //   1. H* by the ratio scan and the outer row targets p_i by the polymatroid greedy (IidSplit);
 //   2. truncation sets T (outer: T ⊆ V \ H*, spec §8.2) chosen minimal by decreasing q so that
@@ -448,12 +448,13 @@ class GlobalResolutionPlan {
         return c;
       }
     double shift = outer ? -std::numeric_limits<double>::infinity() : 0.0;  // the slack has alpha = 0
-    for (const int t : distinct_tokens(drafts, n_))
-      if (token_class_[t] == kind) {
-        const double a = find_truncated(t)->alpha;
-        c.add(t, a);
-        shift = std::max(shift, a);
-      }
+    for (int j = 0; j < n_; ++j) {  // each distinct token once (no allocation: n is small)
+      const int t = drafts[j];
+      if (token_class_[t] != kind || std::find(c.token, c.token + c.count, t) != c.token + c.count) continue;
+      const double a = find_truncated(t)->alpha;
+      c.add(t, a);
+      shift = std::max(shift, a);
+    }
     double total = outer ? 0.0 : std::exp(-shift);
     for (int k = 0; k < c.count; ++k) total += c.share[k] = std::exp(c.share[k] - shift);
     for (int k = 0; k < c.count; ++k) c.share[k] /= total;

@@ -1,9 +1,9 @@
-// Canonical decomposition (Khisti et al., seed 003 §2.1, 2.5, 2.6; this project's notation p = target,
+// Canonical decomposition (Khisti et al., [CD] §2.1, 2.5, 2.6; this project's notation p = target,
 // q = draft, swapped from the paper's): step 1 selects one draft token by importance weights
 // beta_y(set of drafts); step 2 runs single-draft speculative sampling of the selected token Y
 // against Y's own marginal p_I, never against q: accept with min(1, p(y) / p_I(y)), else draw from
 // (p - p_I)^+ normalised.
-// Optimal weights come from the relaxed-OTLP max-flow (seed 000 Theorem 4.1, Eq. 5): beta_y(U) =
+// Optimal weights come from the relaxed-OTLP max-flow ([GR] Theorem 4.1, Eq. 5): beta_y(U) =
 // S_{y,U} / sum_j S_{j,U}, uniform over U where no flow passes. For K > 2 drafts the selection is
 // successive and pairwise (Remark 3): Y_1 from (X_1, X_2), then Y_k from (Y_{k-1}, X_{k+1}) as two
 // independent, non-identical drafts with laws p_{Y_{k-1}} and q_{k+1}.
@@ -78,7 +78,7 @@ class CanonicalSelection : public Selection {
   std::vector<double> selected_law_;
 };
 
-// Algorithm 2 of Khisti et al. (seed 003 §2.3), two identical drafts: tokens ranked by
+// Algorithm 2 of Khisti et al. ([CD] §2.3), two identical drafts: tokens ranked by
 // p(y) - q(y)^2 (decreasing, ties by id); the top s (Omega_1) keep free pairwise weights, solved at
 // run time as the small max-flow of spec §2.3 step 5 (pairs {i, j} of Omega_1 with mass
 // 2 q_i q_j, sink capacities (p_k - q_k^2 - 2 q_k Q(Omega_2))^+); an Omega_1 token beats any

@@ -1,6 +1,6 @@
 // Right nodes of the relaxed OTLP networks built from a draft scheme:
 // the full network (tuples, or sets of tuples), and the outer / inner networks of the
-// complementary-slackness split (seed 000 Theorem 5.1, Eq. 6a-6c) under set compression.
+// complementary-slackness split ([GR] Theorem 5.1, Eq. 6a-6c) under set compression.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -49,7 +49,7 @@ inline RightNodes set_nodes(const DraftScheme& scheme, NodeIndex& index) {
   return nodes;
 }
 
-// One right node per tuple with positive probability: seed 000's network Omega, V^n nodes.
+// One right node per tuple with positive probability: [GR]'s network Omega, V^n nodes.
 inline RightNodes tuple_nodes(const DraftScheme& scheme, NodeIndex& index) {
   const std::vector<int> support = scheme.support();
   const int n = scheme.n();

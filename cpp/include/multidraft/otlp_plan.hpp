@@ -1,4 +1,4 @@
-// Exact optimal transport plans for the OTLP (seed 000 Eq. 1), from max-flows of the relaxed OTLP.
+// Exact optimal transport plans for the OTLP ([GR] Eq. 1), from max-flows of the relaxed OTLP.
 //   RelaxedPlan:   one network for everything, completed by the residual formula Eq. (3).
 //   SlacknessPlan: the outer and inner networks of Theorem 5.1, each solved only when a draft
 //                  tuple of its kind is asked for, completed by Eq. (8).

@@ -1,4 +1,4 @@
-// The pair terms (|U| = 2) of the Global Resolution objectives (seed 000 Eqs. 12 and 15) without
+// The pair terms (|U| = 2) of the Global Resolution objectives ([GR] Eqs. 12 and 15) without
 // enumerating the m^2 / 2 pairs: the full-size terms of n = 2 (weight 2 q_k q_l) and the stored
 // pairs of n = 3 (weight 6 b q_k q_l + 3 q_k^2 q_l + 3 q_k q_l^2, Appendix K's EGF coefficient
 // for the base b). Both weights are sums of products, w_kl = sum_r own_r(l) partner_r(k)

@@ -1,5 +1,5 @@
 // Outer row targets p_i for i.i.d. drafts by the polymatroid greedy formula
-// (seed 000 Theorem 6.2 with Lemma 6.3; the cumulative-minimum pass of spec §2.5), O(V) after
+// ([GR] Theorem 6.2 with Lemma 6.3; the cumulative-minimum pass of spec §2.5), O(V) after
 // the ratio sort. Feeding the outer network row capacities p_i makes every outer row saturate
 // exactly at p_i (Theorem 6.1), so the rejection residual p(i) - p_i is known before any flow.
 #pragma once

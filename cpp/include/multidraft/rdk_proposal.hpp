@@ -1,4 +1,4 @@
-// RDK proposals of seed 001: the full redistribution p' = M^T q' (Algorithm 1) with its exact
+// RDK proposals of [OOV]: the full redistribution p' = M^T q' (Algorithm 1) with its exact
 // two-stage sampler, and the first-order linear-time form of Eq. (3).
 #pragma once
 #include <algorithm>
@@ -36,7 +36,7 @@ inline std::int64_t rdk_sample(const CsrView& M, const double* q_prime, Rng& rng
   return M.indices[begin + offset];
 }
 
-// seed 001 Eq. (3), verbatim: theta = pi^T q', ptilde_t = (N q'_t + theta pi_t) / (N + pi_t),
+// [OOV] Eq. (3), verbatim: theta = pi^T q', ptilde_t = (N q'_t + theta pi_t) / (N + pi_t),
 // p_Taylor = ptilde / sum(ptilde). `prior` plays the role of the paper's p (a context-free prior,
 // resolution A7) and n_eff the role of N (= |T| in the paper). O(V), no matrix.
 // ||p_Taylor - q'||_1 <= 2 / n_eff (spec §2.7), so at n_eff = |T| it barely differs from TLI.

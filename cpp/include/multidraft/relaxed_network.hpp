@@ -1,4 +1,4 @@
-// The relaxed OTLP as a bipartite max-flow (seed 000 Section 5.2, Lemma F.1):
+// The relaxed OTLP as a bipartite max-flow ([GR] Section 5.2, Lemma F.1):
 //   s -> i (capacity: row target of token i),  i -> r (unbounded) for every token i of right node r,
 //   r -> t (capacity: draft mass of r).
 // A right node is a draft tuple (the paper's network) or, exactly equivalently, a set of tuples
@@ -66,7 +66,7 @@ struct RelaxedFlow {
 
 // Max flow with row capacities `row_capacity` (length V). `reaches_sink` marks the tokens on the
 // sink side of the minimum cut with the largest source side; for row capacities p these are the
-// smallest minimiser H* of psi (seed 000 Eq. 35-36: y_i = 1 on the sink side).
+// smallest minimiser H* of psi ([GR] Eq. 35-36: y_i = 1 on the sink side).
 inline RelaxedFlow max_relaxed_flow(const double* row_capacity, int V, const RightNodes& right) {
   using Graph = lemon::SmartDigraph;
   Graph graph;

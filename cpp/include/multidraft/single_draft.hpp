@@ -1,4 +1,4 @@
-// Single-draft verifiers (seed 002, restated in seed 000 notation: p = target, q = draft).
+// Single-draft verifiers ([NH], restated in [GR] notation: p = target, q = draft).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 namespace multidraft {
 
-// Optimal single-draft acceptance beta = sum_i min(p(i), q(i)) (seed 002, closed form).
+// Optimal single-draft acceptance beta = sum_i min(p(i), q(i)) ([NH], closed form).
 inline double sps_acceptance(const double* p, const double* q, int V) {
   double beta = 0.0;
   for (int i = 0; i < V; ++i) beta += std::min(p[i], q[i]);
@@ -41,9 +41,9 @@ inline int sps_sample(const double* p, const double* q, int V, int draft, Rng& r
   return token >= 0 ? token : sample_index(p, V, rng);
 }
 
-// Naive rejection (seed 002): draw Z ~ p independently of the drafts and accept iff Z is one of
+// Naive rejection ([NH]): draw Z ~ p independently of the drafts and accept iff Z is one of
 // them. Its output law is p whatever the drafts; with n i.i.d. drafts from q its acceptance is
-// sum_i p(i) (1 - (1 - q(i))^n) (seed 000 spec §3: a lower bound on alpha*).
+// sum_i p(i) (1 - (1 - q(i))^n) ([GR] spec §3: a lower bound on alpha*).
 // p is accepted within 1e-6 of mass 1; the law Z ~ p is p over its own mass.
 inline void naive_transport(const double* p, int V, double* out) {
   double mass = 0.0;

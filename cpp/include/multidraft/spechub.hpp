@@ -1,4 +1,4 @@
-// SpecHub (seed 004 §2.8; p = target, q = draft): two drafts from the hub scheme (see
+// SpecHub ([HUB] §2.8; p = target, q = draft): two drafts from the hub scheme (see
 // draft_scheme.hpp), four ordered acceptance tests, and one residual. Float64 throughout; every
 // ratio u * S < m is taken as min(1, m / S) with S = 0 meaning the branch never happens.
 #pragma once
@@ -72,7 +72,7 @@ inline void spechub_transport(const SpecHub& h, const double* p, const double* q
   for (int y = 0; y < V; ++y) out[y] += rejected * h.residual[y];
 }
 
-// Closed form (seed 004 §2.8): alpha_hub = p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a))).
+// Closed form ([HUB] §2.8): alpha_hub = p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a))).
 inline double spechub_acceptance(const double* p, const double* q, int V) {
   const DraftScheme scheme(SchemeKind::hub, 2, V, q);
   const int a = scheme.hub();

@@ -1,4 +1,4 @@
-// Subset selection (seed 000 Theorem 3.1, Eq. 4): alpha* = 1 + min_H psi(H),
+// Subset selection ([GR] Theorem 3.1, Eq. 4): alpha* = 1 + min_H psi(H),
 // psi(H) = P(H) - p_draft(H^n). Returns the smallest minimiser H*.
 #pragma once
 #include <algorithm>
@@ -104,7 +104,7 @@ inline SubsetSolution snapped(const double* p, const DraftScheme& scheme, std::v
   return solution;
 }
 
-// Two independent drafts of different models (seed 000 Appendix D, with the sign of Eq. 34
+// Two independent drafts of different models ([GR] Appendix D, with the sign of Eq. 34
 // corrected to minus, spec §8.1): psi(H) = P(H) - Q1(H) Q2(H) as an s-t cut. Token i on the
 // source side <=> i in H. Pair arcs i <-> j carry w_ij / 2 each, w_ij = q1(i) q2(j) + q1(j) q2(i);
 // unary a_i = p(i) - q1(i) q2(i) - sum_{j != i} w_ij / 2 becomes i -> t (a_i > 0) or s -> i.
@@ -169,7 +169,7 @@ inline SubsetSolution pairwise_optimal_subset(const double* p, const DraftScheme
   return snapped(p, scheme, std::move(in_H));
 }
 
-// Any scheme: the minimum cut of the set-compressed relaxed network (seed 000 Eq. 35-36).
+// Any scheme: the minimum cut of the set-compressed relaxed network ([GR] Eq. 35-36).
 inline SubsetSolution network_optimal_subset(const double* p, const DraftScheme& scheme) {
   NodeIndex index;
   const RightNodes nodes = set_nodes(scheme, index);

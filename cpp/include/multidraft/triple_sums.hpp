@@ -1,4 +1,4 @@
-// The triple terms of n = 3 (seed 000 Eqs. 12 and 15, |U| = 3, weight w_U = 6 q_j q_k q_l)
+// The triple terms of n = 3 ([GR] Eqs. 12 and 15, |U| = 3, weight w_U = 6 q_j q_k q_l)
 // without enumerating the m^3 / 6 triples, by the Stieltjes transforms of pair_sums.hpp one level
 // up. With s_U = c + X_U, y_l = c + x_l and the transforms (p = 1, 2)
 //   F1_p(y) = sum_k q_k / (y + x_k)^p,   F2_p(y) = sum_{j < k} q_j q_k / (y + x_j + x_k)^p,

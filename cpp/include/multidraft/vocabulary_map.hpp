@@ -1,4 +1,4 @@
-// Vocabulary maps of seed 001 (RDK): frequency-ranked pruning of a drafter vocabulary
+// Vocabulary maps of [OOV] (RDK): frequency-ranked pruning of a drafter vocabulary
 // (Algorithm 3, after FR-Spec) and the projection of a drafter distribution onto the target
 // vocabulary through a partial id map (TLI, Eq. (1), and the un-renormalised "masked" baseline).
 #pragma once
@@ -10,7 +10,7 @@
 
 namespace multidraft {
 
-// The `size` most frequent token ids, most frequent first. seed 001 Algorithm 3 sorts by
+// The `size` most frequent token ids, most frequent first. [OOV] Algorithm 3 sorts by
 // frequency only; ties are broken by ascending token id (spec §1.3) so the result is
 // deterministic. O(V log size) with a partial sort.
 inline std::vector<std::int64_t> frequency_ranked(const std::int64_t* counts, std::int64_t V, std::int64_t size) {
@@ -41,7 +41,7 @@ inline double masked_projection(const double* q, std::int64_t draft_size, const 
   return shared;
 }
 
-// TLI, seed 001 Eq. (1): the masked projection renormalised over I. Returns q(I); when it is 0
+// TLI, [OOV] Eq. (1): the masked projection renormalised over I. Returns q(I); when it is 0
 // TLI is undefined at this position (no draft; the caller reports it) and `out` is left all zero.
 inline double tli_projection(const double* q, std::int64_t draft_size, const std::int64_t* draft_to_target,
                              std::int64_t target_size, double* out) {

@@ -16,7 +16,7 @@ from .report import all_agree, machine_info, markdown_report, regime_params, wri
 from .runner import run_grid
 
 TABLE1_GRID: List[Tuple[int, int]] = [(10, 2), (10, 3), (10, 4), (10, 5), (100, 2), (100, 3), (1000, 2)]
-"""The (k, n) grid of seed 000 Table 1."""
+"""The (k, n) grid of [GR] Table 1."""
 
 MODES: Dict[str, Dict[str, object]] = {
     # --quick: under 60 s on 2 cores (measured; see the README), the README's main command.
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="small run for the README (under a minute on 2 cores): "
                         f"grid {MODES['quick']['grid']}, V={MODES['quick']['vocab']}")
     parser.add_argument("--grid", type=parse_grid, help="k:n cells, e.g. 10:2,10:3,100:2 "
-                        "(default: seed 000 Table 1 grid, or the quick grid)")
+                        "(default: [GR] Table 1 grid, or the quick grid)")
     parser.add_argument("--regimes", type=_name_list(list(REGIMES), "regimes"), default=list(REGIMES),
                         help=f"comma-separated generator regimes (default: {','.join(REGIMES)})")
     parser.add_argument("--tokens", type=int, help="instances per cell (default 20, quick 5)")
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="benchmark on the real next-token pairs of this .npz file (scripts/train_pair.py "
                         "writes data/next_token_pairs.npz) instead of the generated regimes; V is the file's")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("--rdk", action="store_true", help="run the RDK benchmark (seed 001: acceptance against "
+    parser.add_argument("--rdk", action="store_true", help="run the RDK benchmark ([OOV]: acceptance against "
                         "pruning, build and proposal times) instead; options: --rdk --help")
     return parser
 
@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the benchmark; return the exit status (1 if any method errored or disagreed with alpha*)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--rdk" in argv:  # seed 001's benchmark has its own options (bench/rdk.py)
+    if "--rdk" in argv:  # [OOV]'s benchmark has its own options (bench/rdk.py)
         from .rdk import main as rdk_main
         return rdk_main([a for a in argv if a != "--rdk"])
     parser = build_parser()

@@ -39,7 +39,7 @@ class Method:
 
     Attributes:
         name: key on the command line and in result files.
-        label: column title (seed 000 Table 1 names where they exist).
+        label: column title ([GR] Table 1 names where they exist).
         run: ``run(p, q, n, drafts, seed) -> Outcome``; everything it does is timed.
         exact_plan: True for exact OTLP solvers: their alpha is checked against alpha* and the
             fastest of them is the reference of the ratio column.
@@ -55,7 +55,7 @@ class Method:
 
 
 def _alpha_star(p: np.ndarray, q: np.ndarray, n: int, drafts: np.ndarray, seed: int) -> Outcome:
-    """Subset selection only (seed 000 Eq. 4): no plan, no sample."""
+    """Subset selection only ([GR] Eq. 4): no plan, no sample."""
     return Outcome(float(md.optimal_acceptance(p, q, n)))
 
 
@@ -77,7 +77,7 @@ def _otlp(**options) -> Solver:
 
 
 def _global_resolution(tau: float) -> Solver:
-    """Algorithm 1 of seed 000 (no fallback: its own success and bound are what is measured)."""
+    """Algorithm 1 of [GR] (no fallback: its own success and bound are what is measured)."""
 
     def run(p: np.ndarray, q: np.ndarray, n: int, drafts: np.ndarray, seed: int) -> Outcome:
         plan = md.GlobalResolution(p, q, n, tau=tau)
@@ -99,8 +99,8 @@ METHODS: Dict[str, Method] = {
         Method("lp", "General LP (HiGHS)", _otlp(method="lp"), exact_plan=True),
     )
 }
-"""All methods, in table order. ``gr3``/``gr4`` are Global Resolution (seed 000 Algorithm 1) at
-tau = 1e-3 / 1e-4; ``maxflow_tuples`` is seed 000's plain V^n network ("Max-Flow"),
+"""All methods, in table order. ``gr3``/``gr4`` are Global Resolution ([GR] Algorithm 1) at
+tau = 1e-3 / 1e-4; ``maxflow_tuples`` is [GR]'s plain V^n network ("Max-Flow"),
 ``maxflow_cs`` its complementary-slackness "Opt. Max-Flow", ``lp`` its "General LP"."""
 
 

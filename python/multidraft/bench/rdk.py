@@ -1,9 +1,9 @@
-"""RDK benchmark (seed 001): acceptance against pruning level, and build / proposal times.
+"""RDK benchmark ([OOV]): acceptance against pruning level, and build / proposal times.
 
 ``python -m multidraft.bench --rdk [--quick] [--dataset PATH]``. The experiment takes arrays
 (``p``, ``q``, ``target_logits``, ``token_counts``), so it runs on the synthetic heavy-tailed
-generator below (seed 001 §6.1; spec §4.4 protocol) or on real next-token distributions loaded
-by ``multidraft.bench.dataset.load_next_token_pairs`` (issue 6's format, when installed).
+generator below ([OOV] §6.1; spec §4.4 protocol) or on real next-token distributions loaded
+by ``multidraft.bench.dataset.load_next_token_pairs`` (the file ``scripts/train_pair.py`` writes).
 
 Contexts are split three ways: *calibration* (Omega, the covariance of the target's logits),
 *tuning* (held-out pairs on which tau and the first-order ``n_eff`` are selected) and *test*
@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import rdk
 from ..otlp import acceptance_rate
+from .dataset import load_next_token_pairs
 from .report import machine_info
 
 KEPT_FRACTIONS = (1.0, 0.5, 0.25, 0.125, 0.05, 0.01, 0.0025)
@@ -60,7 +61,7 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 
 def top_quarter_mass(z: np.ndarray) -> float:
-    """Mean over rows of the mass of softmax(z) on its top 25% of tokens (seed 001 Fig. 5)."""
+    """Mean over rows of the mass of softmax(z) on its top 25% of tokens ([OOV] Fig. 5)."""
     p = softmax(z)
     return float(np.sort(p, axis=1)[:, ::-1][:, : max(1, z.shape[1] // 4)].sum(axis=1).mean())
 
@@ -68,7 +69,7 @@ def top_quarter_mass(z: np.ndarray) -> float:
 def synthetic_pairs(V: int, contexts: int, seed: int = 0, rank: int = 8, mean_ratio: float = 1.0,
                     target_top_quarter: float = 0.95, draft_noise: float = 0.5,
                     corpus_tokens: int = 10**6) -> Dict[str, np.ndarray]:
-    """Heavy-tailed synthetic next-token pairs (seed 001 §6.1, spec §4.4).
+    """Heavy-tailed synthetic next-token pairs ([OOV] §6.1, spec §4.4).
 
     Target logits z = s * (mu + F L + e) per context: mu ~ ``mean_ratio`` * t_5 per token (the
     frequency imbalance FR pruning exploits), a rank-``rank`` factor term F L (F ~ N(0, 1) per
@@ -233,12 +234,7 @@ def timing_table(rows: List[Dict[str, float]]) -> str:
 
 
 def load_dataset(path: Path) -> Dict[str, np.ndarray]:
-    """Issue 6's next-token pairs via ``multidraft.bench.dataset.load_next_token_pairs``."""
-    try:
-        from .dataset import load_next_token_pairs  # written by issue 6
-    except ImportError as error:
-        raise SystemExit(f"--dataset needs multidraft.bench.dataset.load_next_token_pairs (issue 6), which this "
-                         f"installation does not have ({error})") from None
+    """The real next-token pairs of ``scripts/train_pair.py`` via ``load_next_token_pairs``."""
     pairs = load_next_token_pairs(path)
     return {"p": pairs.p, "q": pairs.q, "target_logits": pairs.target_logits, "token_counts": pairs.token_counts,
             "meta": dict(pairs.meta)}
@@ -247,10 +243,10 @@ def load_dataset(path: Path) -> Dict[str, np.ndarray]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m multidraft.bench --rdk",
-        description="seed 001 (RDK): mean acceptance against the pruning level of the drafter vocabulary for "
+        description="[OOV] (RDK): mean acceptance against the pruning level of the drafter vocabulary for "
         "masked, TLI, full RDK and the first-order form (Eq. 3), and the time to build M and to propose one token.")
     parser.add_argument("--quick", action="store_true", help="small run (V=1000 synthetic; timing at V=32k only)")
-    parser.add_argument("--dataset", type=Path, help="real next-token pairs (.npz of issue 6) instead of the synthetic "
+    parser.add_argument("--dataset", type=Path, help="real next-token pairs (.npz written by scripts/train_pair.py) instead of the synthetic "
                         "generator")
     parser.add_argument("--vocab", type=int, help="synthetic vocabulary size (default 4000, quick 1000)")
     parser.add_argument("--contexts", type=int, help="synthetic contexts (default 1200, quick 240)")
@@ -277,7 +273,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         source = {"dataset": str(args.dataset), **{k: v for k, v in data.pop("meta").items()}}
     else:
         data = synthetic_pairs(V, contexts, args.seed)
-        source = {"synthetic": "seed 001 §6.1 / spec §4.4", "V": V, "contexts": contexts, "rank": 8, "mean_ratio": 1.0,
+        source = {"synthetic": "[OOV] §6.1 / spec §4.4", "V": V, "contexts": contexts, "rank": 8, "mean_ratio": 1.0,
                   "target_top_quarter": 0.95, "scale": float(data["scale"]), "draft_noise": 0.5, "seed": args.seed}
     rows = acceptance_vs_pruning(data["p"], data["q"], data["target_logits"], data["token_counts"], top_k=top_k,
                                  seed=args.seed)

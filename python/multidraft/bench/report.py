@@ -217,7 +217,7 @@ def markdown_report(meta: Dict[str, object], cells: Sequence[Cell], methods: Seq
                 "Promise when successful (Lemma 6.6): L1 distance of the output law to p <= 15 tau, "
                 "\\|alpha - alpha*\\| <= 10 tau. The percentage after a G.R. time above is its success rate.",
                 "", bounds]
-    out += ["", "## Best acceptance within a per-token time limit (seed 000 Table 2 style)", "",
+    out += ["", "## Best acceptance within a per-token time limit ([GR] Table 2 style)", "",
             "Best mean acceptance over the cells whose mean time per token is within the limit; "
             "Global Resolution is credited min(its plan's acceptance, alpha*), and 0 where it missed its bound.", "",
             best_acceptance_table(cells, methods)]
@@ -269,11 +269,11 @@ def gr_bounds_table(cells: Sequence[Cell], methods: Sequence[Method]) -> str:
 
 
 BUDGETS_MS = (0.1, 1.0, 10.0)
-"""Per-token time limits of the best-acceptance table (seed 000 Table 2 style)."""
+"""Per-token time limits of the best-acceptance table ([GR] Table 2 style)."""
 
 
 def best_acceptance_table(cells: Sequence[Cell], methods: Sequence[Method]) -> str:
-    """Seed 000 Table 2 style: per regime and time limit, the best mean acceptance each solver
+    """[GR] Table 2 style: per regime and time limit, the best mean acceptance each solver
     reaches over the cells whose MEAN time per token is within the limit. Exact plans reach
     alpha*; Global Resolution is credited min(its plan's acceptance, alpha*) (a plan above alpha*
     is so only through its bounded error) and 0 on instances that missed their bound, since no

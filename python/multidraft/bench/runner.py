@@ -200,7 +200,7 @@ def run_grid(
     """Benchmark every (regime, k, n) cell, cells in increasing (k, n) order per regime.
 
     A method that exceeded the budget in a cell is skipped in every larger cell of the same
-    regime (k and n both at least as large), like seed 000's lower bounds, to keep the run
+    regime (k and n both at least as large), like [GR]'s lower bounds, to keep the run
     bounded. No single call may take more than ``max_call_s`` seconds.
     """
     for r in regimes:

@@ -1,6 +1,6 @@
 """A child process that runs the timed calls, so that one call can be stopped.
 
-A single solve can take minutes (seed 000 Table 1 has cells of 200000+ ms per token) and a C++
+A single solve can take minutes ([GR] Table 1 has cells of 200000+ ms per token) and a C++
 call cannot be interrupted from Python. All timed calls therefore run, one at a time and in the
 same process, in a *worker* started with ``spawn``. The parent waits at most ``max_call_s`` for a
 call; past that it kills the worker (the call counts as a lower bound) and starts a new one for
