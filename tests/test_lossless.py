@@ -83,8 +83,8 @@ def test_draft_probability_matches_enumeration(config, case):
 
 @pytest.mark.parametrize("case", PLAN_CASES, ids=case_id)
 def test_draft_scheme_enumeration(case):
-    scheme = (md.draft_scheme(case.q, kind="independent") if case.scheme == "independent"
-              else md.draft_scheme(case.q, case.n, kind=case.scheme))
+    scheme = (md.draft_scheme(case.q, scheme="independent") if case.scheme == "independent"
+              else md.draft_scheme(case.q, case.n, scheme=case.scheme))
     assert (scheme.kind, scheme.n, scheme.V) == (case.scheme, case.n, case.V)
     tuples, probs = scheme.enumerate()
     expected = {tuple(w): prob for w, prob in zip(*case.support)}

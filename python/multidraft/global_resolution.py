@@ -73,6 +73,9 @@ class GlobalResolution(_CorePlan):
             raise ValueError(f"'exact' must be True or False, got {exact!r}")
         plan = _core.GlobalResolutionPlan(p2[0], draft.q, n, float(tau), int(max_iterations), float(max_terms),
                                           bool(paper_threshold), bool(exact))
+        used_fallback = bool(fallback and not plan.success)
+        core = _core.SlacknessPlan(p2[0], draft.q, "iid", n) if used_fallback else plan  # the exact plan instead
+        super().__init__(p2[0], draft, "global_resolution", core)
         self.tau = float(tau)
         self.alpha_star = plan.alpha_star
         self.success = bool(plan.success)
@@ -80,11 +83,8 @@ class GlobalResolution(_CorePlan):
         self.acceptance_bound = float(plan.acceptance_bound)
         self.exact = bool(exact)
         self.diagnostics = plan.diagnostics
-        self.used_fallback = bool(fallback and not self.success)
-        if self.used_fallback:  # the exact max-flow plan slices and samples instead
-            plan = _core.SlacknessPlan(p2[0], draft.q, "iid", n)
-        super().__init__(p2[0], draft, "global_resolution", plan)
-        self.law_error_bound = 0.0 if self.used_fallback else float(plan.law_error_bound) if exact else self.l1_bound
+        self.used_fallback = used_fallback
+        self.law_error_bound = 0.0 if used_fallback else float(plan.law_error_bound) if exact else self.l1_bound
 
     def __repr__(self) -> str:
         return (f"GlobalResolution(tau={self.tau:g}, exact={self.exact}, alpha={self.alpha:.9g}, "

@@ -13,7 +13,7 @@ import numpy as np
 from . import _core
 from . import _validation as check
 from .global_resolution import GlobalResolution
-from .otlp import OTLP_METHODS, optimal_acceptance, solve_otlp
+from .otlp import EXACT_METHODS, optimal_acceptance, solve_otlp
 from .schemes import DraftScheme, batched_inputs, scheme_kind
 
 #: Largest work (elementary steps) of an exact acceptance that enumerates draft prefixes or tuples
@@ -169,6 +169,8 @@ class RecursiveRejectionWithoutReplacement(RecursiveRejection):
     After a rejection the residual is taken against the current draft law, then the rejected
     token is removed from it. The exact acceptance sums over draft prefixes (order matters), about
     k^n of them for a draft support of k, O(k) each; beyond ``MAX_ACCEPTANCE_WORK`` it is refused.
+    A support of k < n tokens gives k distinct drafts padded by repeats (see
+    :class:`multidraft.DraftScheme`); the padding is not tested, so the law is that of k drafts.
     """
 
     name = "rrs_without_replacement"
@@ -208,7 +210,8 @@ class SpecHubVerifier(Verifier):
     Hub a = argmax q (smallest index on ties); drafts (x, a) with probability q(x), or (a, x)
     with probability q(a) q(x) / (1 - q(a)) (scheme ``"hub"``). Four ordered acceptance tests and
     one residual; acceptance p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a))), the optimum of
-    its own draft scheme. n = 2 only.
+    its own draft scheme. n = 2 only. A one-token draft {a} (drafts (a, a)) is verified as
+    ``"sps"`` verifies the draft a, with acceptance p(a).
     """
 
     name = "spechub"
@@ -263,16 +266,17 @@ class CanonicalDecompositionVerifier(Verifier):
 class OptimalTransport(Verifier):
     """``"otlp"``: the exact optimal verifier, pi = the OTLP plan ([GR]), acceptance alpha*.
 
-    Options: ``method`` in ("maxflow", "maxflow_cs", "lp"), ``scheme`` in ("iid",
-    "without_replacement", "independent"). Each row builds its own plan; for repeated slices of
-    one (p, q) pair keep a :func:`multidraft.solve_otlp` plan instead.
+    Options: ``method`` in ("maxflow_cs" (default, the fastest), "maxflow", "lp"), ``scheme`` in
+    ("iid", "without_replacement", "independent", "hub"). Consecutive rows with equal (p, q) share
+    one plan; for slices of one (p, q) pair spread over calls keep a :func:`multidraft.solve_otlp`
+    plan instead.
     """
 
     name = "otlp"
 
-    def __init__(self, method: str = "maxflow", scheme: str = "iid"):
-        if method not in OTLP_METHODS:
-            raise ValueError(f"'method' must be one of {OTLP_METHODS}, got {method!r}")
+    def __init__(self, method: str = "maxflow_cs", scheme: str = "iid"):
+        if method not in EXACT_METHODS:
+            raise ValueError(f"'method' must be one of {EXACT_METHODS}, got {method!r}")
         self.method = method
         self.scheme_kind = scheme_kind(scheme)
         self.core_method = "" if method == "lp" else method  # "lp": SciPy, from Python
