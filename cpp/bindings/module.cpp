@@ -345,6 +345,67 @@ Ints plan_samples(const Plan& plan, const Ints& drafts, const Seeds& seeds, int 
   return out;
 }
 
+// A Global Resolution plan for p (V,), q (V,), solved with the GIL released.
+GlobalResolutionPlan* global_resolution_plan(const Doubles& p, const Doubles& q, int n,
+                                             const GlobalResolutionOptions& options) {
+  const int V = static_cast<int>(p.shape(0));
+  py::gil_scoped_release release;
+  return new GlobalResolutionPlan(p.data(), q.data(), V, n, options);
+}
+
+// Switches that only tests turn, kept out of the public module: the grouped objective's
+// derivatives at a point, and Global Resolution plans with the implicit (unshifted) terms or the
+// interpolated sums turned off, to compare the fast paths with enumeration.
+void bind_testing(py::module_& m) {
+  py::module_ t = m.def_submodule("_testing", "Test hooks of the multidraft core (not a public API)");
+  // Gradient, Hessian diagonal, accepted mass and a Hessian-vector product of one grouped
+  // objective (convex.hpp) at a point, with or without interpolated sums.
+  t.def(
+      "objective_derivatives",
+      [](const Doubles& q, int n, std::vector<double> bases, bool slack, const Doubles& a, const Doubles& v,
+         bool interpolation) {
+        const int size = static_cast<int>(q.shape(0));
+        if (a.shape(0) != size || v.shape(0) != size) throw std::invalid_argument("'q', 'a' and 'v' must have one length");
+        if (n < 1 || n > kMaxTermSize || bases.empty()) throw std::invalid_argument("bad 'n' or 'bases'");
+        Eigen::VectorXd gradient, product;
+        Curvature curvature;
+        {
+          py::gil_scoped_release release;
+          ConvexObjective objective;
+          objective.slack = slack;
+          objective.interpolation = interpolation;
+          build_grouped_terms(std::vector<double>(q.data(), q.data() + size), n, bases, 1e12, objective);
+          objective.target = Eigen::VectorXd::Zero(size);
+          const Eigen::VectorXd point = Eigen::Map<const Eigen::VectorXd>(a.data(), size);
+          curvature.dense = false;
+          if (!objective.evaluate(point, gradient, curvature)) throw std::runtime_error("over the work budget");
+          objective.hessian_times(curvature, Eigen::Map<const Eigen::VectorXd>(v.data(), size), product);
+        }
+        py::dict out;
+        out["gradient"] = py::array_t<double>(size, gradient.data());
+        out["diagonal"] = py::array_t<double>(size, curvature.diagonal.data());
+        out["hessian_times"] = py::array_t<double>(size, product.data());
+        out["accepted"] = curvature.accepted;
+        out["gradient_error"] = curvature.gradient_error;
+        out["interpolated"] = curvature.interpolated;
+        return out;
+      },
+      py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
+      py::arg("interpolation"));
+
+  t.def(
+      "global_resolution_plan",
+      [](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
+         bool paper_threshold, bool exact, double unshifted_limit, bool interpolation) {
+        const GlobalResolutionOptions options{tau,          max_iterations,  max_terms, paper_threshold,
+                                              unshifted_limit, interpolation, exact};
+        return global_resolution_plan(p, q, n, options);
+      },
+      py::arg("p"), py::arg("q"), py::arg("n"), py::arg("tau"), py::arg("max_iterations"), py::arg("max_terms"),
+      py::arg("paper_threshold"), py::arg("exact") = true, py::arg("unshifted_limit") = kUnshiftedLimit,
+      py::arg("interpolation") = true, py::return_value_policy::take_ownership);
+}
+
 }  // namespace
 
 void bind_rdk(py::module_& m);         // cpp/bindings/rdk.cpp ([OOV])
@@ -443,54 +504,19 @@ PYBIND11_MODULE(_core, m) {
         return plan_samples(plan, drafts, seeds, V);
       });
 
-  // For tests: gradient, Hessian diagonal, accepted mass and a Hessian-vector product of one
-  // grouped objective (convex.hpp) at a point, with or without interpolated sums, so that the
-  // interpolation is checked against enumeration at the same point.
-  m.def(
-      "objective_derivatives",
-      [](const Doubles& q, int n, std::vector<double> bases, bool slack, const Doubles& a, const Doubles& v,
-         bool interpolation) {
-        const int size = static_cast<int>(q.shape(0));
-        if (a.shape(0) != size || v.shape(0) != size) throw std::invalid_argument("'q', 'a' and 'v' must have one length");
-        if (n < 1 || n > kMaxTermSize || bases.empty()) throw std::invalid_argument("bad 'n' or 'bases'");
-        Eigen::VectorXd gradient, product;
-        Curvature curvature;
-        {
-          py::gil_scoped_release release;
-          ConvexObjective objective;
-          objective.slack = slack;
-          objective.interpolation = interpolation;
-          build_grouped_terms(std::vector<double>(q.data(), q.data() + size), n, bases, 1e12, objective);
-          objective.target = Eigen::VectorXd::Zero(size);
-          const Eigen::VectorXd point = Eigen::Map<const Eigen::VectorXd>(a.data(), size);
-          curvature.dense = false;
-          if (!objective.evaluate(point, gradient, curvature)) throw std::runtime_error("over the work budget");
-          objective.hessian_times(curvature, Eigen::Map<const Eigen::VectorXd>(v.data(), size), product);
-        }
-        py::dict out;
-        out["gradient"] = py::array_t<double>(size, gradient.data());
-        out["diagonal"] = py::array_t<double>(size, curvature.diagonal.data());
-        out["hessian_times"] = py::array_t<double>(size, product.data());
-        out["accepted"] = curvature.accepted;
-        out["gradient_error"] = curvature.gradient_error;
-        out["interpolated"] = curvature.interpolated;
-        return out;
-      },
-      py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
-      py::arg("interpolation"));
-
   py::class_<GlobalResolutionPlan>(m, "GlobalResolutionPlan")
       .def(py::init([](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
-                       bool paper_threshold, bool exact, double unshifted_limit, bool interpolation) {
-             const int V = static_cast<int>(p.shape(0));
-             GlobalResolutionOptions options{tau,          max_iterations,  max_terms, paper_threshold,
-                                             unshifted_limit, interpolation, exact};
-             py::gil_scoped_release release;
-             return new GlobalResolutionPlan(p.data(), q.data(), V, n, options);
+                       bool paper_threshold, bool exact) {
+             GlobalResolutionOptions options;
+             options.tau = tau;
+             options.max_iterations = max_iterations;
+             options.max_terms = max_terms;
+             options.paper_threshold = paper_threshold;
+             options.exact = exact;
+             return global_resolution_plan(p, q, n, options);
            }),
            py::arg("p"), py::arg("q"), py::arg("n"), py::arg("tau"), py::arg("max_iterations"), py::arg("max_terms"),
-           py::arg("paper_threshold"), py::arg("exact") = true, py::arg("unshifted_limit") = kUnshiftedLimit,
-           py::arg("interpolation") = true)
+           py::arg("paper_threshold"), py::arg("exact") = true)
       .def_property_readonly("alpha", &GlobalResolutionPlan::alpha)
       .def_property_readonly("exact", &GlobalResolutionPlan::exact)
       .def_property_readonly("law_error_bound", &GlobalResolutionPlan::law_error_bound)
@@ -525,4 +551,5 @@ PYBIND11_MODULE(_core, m) {
       });
   bind_rdk(m);
   bind_validation(m);
+  bind_testing(m);
 }

@@ -5,8 +5,15 @@ drafts (B, n) int64; seeds (B,) uint64. ``kind``: "iid" | "without_replacement" 
 Batched functions (and plan ``transport`` of M tuples) spread their rows over the thread pool
 with the GIL released; results do not depend on the thread count.
 """
+from types import ModuleType
+
 import numpy as np
 import numpy.typing as npt
+
+#: Test hooks, not a public API: objective_derivatives(q, n, bases, slack, a, v, interpolation)
+#: (the grouped objective's derivatives at a point, convex.hpp) and global_resolution_plan(...,
+#: unshifted_limit=600.0, interpolation=True) (a GlobalResolutionPlan with those switches).
+_testing: ModuleType
 
 MAX_NETWORK_ARCS: float
 MAX_THREADS: int
@@ -84,20 +91,11 @@ class SlacknessPlan:
     def transport(self, drafts: npt.NDArray[np.int64], V: int) -> npt.NDArray[np.float64]: ...
     def sample(self, drafts: npt.NDArray[np.int64], seeds: npt.NDArray[np.uint64], V: int) -> npt.NDArray[np.int64]: ...
 
-def objective_derivatives(
-    q: npt.NDArray[np.float64], n: int, bases: list[float], slack: bool, a: npt.NDArray[np.float64],
-    v: npt.NDArray[np.float64], interpolation: bool,
-) -> dict:
-    """For tests: gradient (target 0), Hessian diagonal, accepted mass, Hessian times v, the
-    gradient's certified L1 error bound and whether sums were interpolated, for the grouped
-    objective over the variables with masses q (convex.hpp)."""
-
 class GlobalResolutionPlan:
     """[GR] Algorithm 1 (Global Resolution) for n i.i.d. drafts; see multidraft.GlobalResolution."""
     def __init__(
         self, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, tau: float, max_iterations: int,
-        max_terms: float, paper_threshold: bool, exact: bool = True, unshifted_limit: float = 600.0,
-        interpolation: bool = True,
+        max_terms: float, paper_threshold: bool, exact: bool = True,
     ) -> None: ...
     @property
     def alpha(self) -> float: ...
