@@ -95,6 +95,20 @@ def test_draft_scheme_enumeration(case):
                                rtol=1e-12, atol=1e-300)
 
 
+@pytest.mark.parametrize("case", PLAN_CASES, ids=case_id)
+def test_drawable_tuples_are_exactly_those_of_positive_probability(case):
+    """The core's one zero-probability check (every verifier's) over all V**n tuples, against the
+    oracle's tuple law."""
+    scheme = (md.draft_scheme(case.q, scheme="independent") if case.scheme == "independent"
+              else md.draft_scheme(case.q, case.n, scheme=case.scheme))
+    for w, prob in zip(*case.law):
+        if prob > 0:
+            scheme.check_drawable(w.reshape(1, -1))
+        else:
+            with pytest.raises(ValueError, match="'drafts' has probability zero"):
+                scheme.check_drawable(w.reshape(1, -1))
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.id)
 def test_batched_transport_equals_rows(config):
     v, p, q, drafts = batch_of(config)

@@ -39,9 +39,9 @@ class GlobalResolution(_CorePlan):
         success: both convex systems met their stopping rule within the work budget.
         l1_bound: the Lemma 6.6 bound a + 2b achieved on the L1 distance between the raw plan's
             output marginal and ``p`` (<= 15 tau when ``success``).
-        acceptance_bound: a + b, the bound on |alpha - alpha_star| (raw plan) and on
+        acceptance_bound: a + b, the bound on ``|alpha - alpha_star|`` (raw plan) and on
             alpha_star - alpha (exact plan).
-        diagnostics: per system ("outer", "inner"): |T|, grouped terms, eps_T / gamma_T,
+        diagnostics: per system ("outer", "inner"): ``|T|``, grouped terms, eps_T / gamma_T,
             achieved gradient L1 norm (a bound on it when the n = 2 or 3 terms were summed by
             interpolation, ``interpolated``), threshold, Newton iterations, convergence.
         used_fallback: True when ``fallback=True`` and the bound was not met, in which case
@@ -90,17 +90,3 @@ class GlobalResolution(_CorePlan):
         return (f"GlobalResolution(tau={self.tau:g}, exact={self.exact}, alpha={self.alpha:.9g}, "
                 f"alpha_star={self.alpha_star:.9g}, success={self.success}, l1_bound={self.l1_bound:.3g}, "
                 f"used_fallback={self.used_fallback})")
-
-    def _check_drawable(self, drafts: np.ndarray) -> None:
-        # Eq. (18) is defined for every tuple, but only drawable ones are verified (the max-flow
-        # fallback refuses the others itself)
-        if not self.used_fallback and np.any(self.scheme.q[drafts] <= 0):
-            raise ValueError("'drafts' has probability zero under the draft scheme (q = 0 at a draft)")
-
-    def _slices(self, drafts: np.ndarray) -> np.ndarray:
-        self._check_drawable(drafts)
-        return super()._slices(drafts)
-
-    def sample(self, drafts, rng: check.RngLike = None) -> int:
-        self._check_drawable(check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)))
-        return super().sample(drafts, rng)

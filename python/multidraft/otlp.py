@@ -97,14 +97,19 @@ class OTLPPlan:
     def _slices(self, drafts: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def _drawable(self, drafts, ndims=(1, 2)) -> np.ndarray:
+        """Validated drafts as (M, n), refused unless every tuple can be drawn (its law is undefined)."""
+        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=ndims).reshape(-1, self.scheme.n)
+        self.scheme.check_drawable(drafts)
+        return drafts
+
     def transport(self, drafts) -> np.ndarray:
-        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n)
-        laws = self._slices(drafts.reshape(-1, self.scheme.n))
-        return laws if drafts.ndim == 2 else laws[0]
+        laws = self._slices(self._drawable(drafts))
+        return laws if np.ndim(drafts) == 2 else laws[0]
 
     def sample(self, drafts, rng: check.RngLike = None) -> int:
-        law = self.transport(check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)))
-        return int(_core.sample_rows(law.reshape(1, -1), check.row_seeds(rng, 1))[0])
+        law = self._slices(self._drawable(drafts, ndims=(1,)))
+        return int(_core.sample_rows(law, check.row_seeds(rng, 1))[0])
 
 
 class _CorePlan(OTLPPlan):
@@ -118,8 +123,7 @@ class _CorePlan(OTLPPlan):
         return self._core.transport(drafts, self.scheme.V)
 
     def sample(self, drafts, rng: check.RngLike = None) -> int:
-        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)).reshape(1, -1)
-        return int(self._core.sample(drafts, check.row_seeds(rng, 1), self.scheme.V)[0])
+        return int(self._core.sample(self._drawable(drafts, ndims=(1,)), check.row_seeds(rng, 1), self.scheme.V)[0])
 
 
 class _LinearProgramPlan(OTLPPlan):
@@ -196,9 +200,7 @@ class _LinearProgramPlan(OTLPPlan):
     def _slices(self, drafts):
         out = np.empty((len(drafts), self.scheme.V))
         for m, tup in enumerate(drafts.tolist()):
-            row = self._rows.get(tuple(tup))
-            if row is None:
-                raise ValueError("'drafts' has probability zero under the draft scheme")
+            row = self._rows[tuple(tup)]  # drawable (checked), so enumerated
             out[m] = self._rejected[row] * self._law
             out[m, self._outputs] += self._accepted[row]
             out[m] /= out[m].sum()

@@ -117,6 +117,11 @@ class DraftScheme:
         drafts = check.tokens(drafts, self.V, self.n, ndims=(1,))
         return float(_core.tuple_probability(self.q, self.kind, self.n, drafts.reshape(1, -1))[0])
 
+    def check_drawable(self, drafts: np.ndarray) -> None:
+        """Raise ValueError unless every tuple of ``drafts`` (M, n) int64 has positive probability
+        (the core's one check, that of every verifier)."""
+        _core.check_drawable(self.q, self.kind, self.n, drafts)
+
     def sample(self, rng: check.RngLike = None) -> np.ndarray:
         """One draft tuple (n,) int64, drawn by the core's generator seeded from ``rng``."""
         seeds = check.row_seeds(rng, 1)

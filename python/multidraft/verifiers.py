@@ -23,7 +23,8 @@ MAX_ACCEPTANCE_WORK = 10**8
 
 @functools.lru_cache(maxsize=None)  # a handful of combinations; the core's options are immutable
 def _scheme_options(kind: str, without_replacement: bool, truncation: int = -1):
-    return _core.VerifierOptions(kind=kind, without_replacement=without_replacement, truncation=truncation)
+    return _core.VerifierOptions(kind=kind, without_replacement=without_replacement, truncation=truncation,
+                                 max_work=float(MAX_ACCEPTANCE_WORK))
 
 
 def _unbatch(values: np.ndarray, batched: bool) -> Union[float, np.ndarray]:
@@ -31,7 +32,11 @@ def _unbatch(values: np.ndarray, batched: bool) -> Union[float, np.ndarray]:
 
 
 class Verifier:
-    """Base class. Subclasses set ``name``, ``scheme_kind`` and implement ``_transport``/``acceptance``.
+    """Base class: the core's verifier registry (verifier_registry.hpp) under ``core_method``.
+
+    Subclasses set ``name``, ``scheme_kind`` (the draft scheme), ``fixed_n``, ``core_method`` and
+    the core's options; a verifier run from Python instead overrides ``_transport`` and
+    ``acceptance``.
 
     Shapes: ``p``, ``q`` (V,) with ``drafts`` (n,), or a batch ``p``, ``q`` (B, V) with ``drafts``
     (B, n); for independent drafts ``q`` has one more axis of length n.
@@ -78,8 +83,8 @@ class Verifier:
         d = check.tokens(drafts, p2.shape[1], n, ndims=(2,) if batched else (1,)).reshape(-1, n)
         if d.shape[0] != p2.shape[0]:
             raise ValueError(f"'drafts' has batch size {d.shape[0]}, but 'p' has {p2.shape[0]}")
-        # The core refuses drafts of probability zero (check_drawable) for the methods it runs;
-        # the Python ones ("otlp" with method "lp") refuse tuples their plan does not hold.
+        # Drafts of probability zero are refused by the core's check_drawable, for the methods it
+        # runs and for the plans of the Python ones ("otlp" with method "lp").
         return p2, q3, n, d, batched
 
     def transport(self, p, q, drafts) -> np.ndarray:
@@ -112,8 +117,15 @@ class Verifier:
         return _core.transport(self.core_method, p2, q3, drafts, self._core_options())
 
     def acceptance(self, p, q, n: Optional[int] = None):
-        """Exact expected acceptance P(output in drafts) of this method: float or (B,)."""
-        raise NotImplementedError
+        """Exact expected acceptance P(output in drafts) of this method: float or (B,).
+
+        ``n`` defaults to the method's fixed number of drafts, else 1 (independent drafts: the
+        rows of ``q``).
+        """
+        if n is None and self.scheme_kind != "independent":
+            n = self.fixed_n or 1
+        p2, q3, n, batched = self._rows(p, q, n)
+        return _unbatch(_core.acceptance(self.core_method, p2, q3, n, self._core_options()), batched)
 
 
 class SpeculativeSampling(Verifier):
@@ -127,10 +139,6 @@ class SpeculativeSampling(Verifier):
     fixed_n = 1
     core_method = "sps"
 
-    def acceptance(self, p, q, n=1):
-        p2, q3, _, batched = self._rows(p, q, n)
-        return _unbatch(_core.acceptance_rate(p2, q3), batched)
-
 
 class NaiveRejection(Verifier):
     """``"naive"``: naive rejection ([NH]): output Z ~ p, accepted iff Z is one of the drafts.
@@ -140,10 +148,6 @@ class NaiveRejection(Verifier):
 
     name = "naive"
     core_method = "naive"
-
-    def acceptance(self, p, q, n=1):
-        p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.naive_acceptance(p2, q3, n), batched)
 
 
 class RecursiveRejection(Verifier):
@@ -156,11 +160,6 @@ class RecursiveRejection(Verifier):
 
     name = "rrs"
     core_method = "rrs"
-
-    def acceptance(self, p, q, n=1):
-        p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.rrs_acceptance(p2, q3, n, self.without_replacement, float(MAX_ACCEPTANCE_WORK)),
-                        batched)
 
 
 class RecursiveRejectionWithoutReplacement(RecursiveRejection):
@@ -191,17 +190,10 @@ class KSequential(Verifier):
     name = "spectr"
     core_method = "spectr"
 
-    def _acceptance_and_rho(self, p, q, n):
-        p2, q3, n, batched = self._rows(p, q, n)
-        acceptance, rho = _core.kseq_acceptance(p2, q3, n)
-        return _unbatch(acceptance, batched), _unbatch(rho, batched)
-
-    def acceptance(self, p, q, n=1):
-        return self._acceptance_and_rho(p, q, n)[0]
-
     def rho(self, p, q, n):
         """The K-SEQ parameter rho* in [1, n]: float, or (B,) for a batch."""
-        return self._acceptance_and_rho(p, q, n)[1]
+        p2, q3, n, batched = self._rows(p, q, n)
+        return _unbatch(_core.kseq_acceptance(p2, q3, n)[1], batched)
 
 
 class SpecHubVerifier(Verifier):
@@ -218,10 +210,6 @@ class SpecHubVerifier(Verifier):
     scheme_kind = "hub"
     fixed_n = 2
     core_method = "spechub"
-
-    def acceptance(self, p, q, n=2):
-        p2, q3, _, batched = self._rows(p, q, n)
-        return _unbatch(_core.spechub_acceptance(p2, q3), batched)
 
 
 class CanonicalDecompositionVerifier(Verifier):
@@ -257,11 +245,6 @@ class CanonicalDecompositionVerifier(Verifier):
     def _core_options(self):
         return _scheme_options(self.scheme_kind, False, self.truncation)
 
-    def acceptance(self, p, q, n=None):
-        p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.khisti_acceptance(p2, q3, n, self.scheme_kind, self.truncation,
-                                                float(MAX_ACCEPTANCE_WORK)), batched)
-
 
 class OptimalTransport(Verifier):
     """``"otlp"``: the exact optimal verifier, pi = the OTLP plan ([GR]), acceptance alpha*.
@@ -288,11 +271,11 @@ class OptimalTransport(Verifier):
         if self.core_method:
             return super()._transport(p2, q3, n, drafts)
         q_rows = q3 if self.scheme_kind == "independent" else q3[:, 0]
-        laws, plan = np.empty_like(p2), None
-        for b in range(p2.shape[0]):  # like the core: consecutive equal (p, q) rows share a plan
-            if plan is None or not (np.array_equal(p2[b], p2[b - 1]) and np.array_equal(q3[b], q3[b - 1])):
-                plan = solve_otlp(p2[b], q_rows[b], n, method="lp", scheme=self.scheme_kind)
-            laws[b] = plan.transport(drafts[b])
+        laws = np.empty_like(p2)
+        starts = _core.equal_row_runs(p2, q3)
+        for begin, end in zip(starts[:-1], starts[1:]):  # as in the core: a run of equal rows shares a plan
+            plan = solve_otlp(p2[begin], q_rows[begin], n, method="lp", scheme=self.scheme_kind)
+            laws[begin:end] = plan.transport(drafts[begin:end])
         return laws
 
     def acceptance(self, p, q, n=None):
@@ -329,10 +312,6 @@ class GlobalResolutionVerifier(Verifier):
 
     def _core_options(self):
         return self._options
-
-    def acceptance(self, p, q, n=None):
-        p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.global_resolution_acceptance(p2, q3, n, self._options), batched)
 
 
 _REGISTRY: Dict[str, Type[Verifier]] = {}

@@ -286,15 +286,23 @@ inline void count_small_subsets(std::int64_t count, int max_size, double& subset
   }
 }
 
-// Refuses a draft tuple the scheme cannot draw (q = 0 at a draft, or, without replacement, a
-// repeat other than the padding of an exhausted support): verifiers' laws are defined for
-// drawable tuples only. O(n^2), plus one pass over q when a without-replacement tuple repeats.
-// q as in DraftScheme. (Hub tuples without the hub are left to the SpecHub verifier, which reads
-// them as degenerate.)
+// The one check that a draft tuple has positive probability under its scheme (exactly when
+// DraftScheme::tuple_probability > 0): verifiers' laws are defined for drawable tuples only, so
+// every transport and sample refuses the others with this ValueError. O(n^2), plus one pass over
+// q for hub tuples and for without-replacement tuples that repeat a token. q as in DraftScheme.
 inline void check_drawable(SchemeKind kind, const double* q, int V, const int* drafts, int n) {
-  for (int j = 0; j < n; ++j) {
-    const double mass = q[(kind == SchemeKind::independent ? static_cast<std::int64_t>(j) * V : 0) + drafts[j]];
-    if (!(mass > 0.0)) throw std::invalid_argument("'drafts' has probability zero under the draft scheme (q = 0 at a draft)");
+  auto refuse = [](const char* why) {
+    throw std::invalid_argument(std::string("'drafts' has probability zero under the draft scheme (") + why + ")");
+  };
+  for (int j = 0; j < n; ++j)
+    if (!(q[(kind == SchemeKind::independent ? static_cast<std::int64_t>(j) * V : 0) + drafts[j]] > 0.0))
+      refuse("q = 0 at a draft");
+  auto support = [&] { return static_cast<int>(std::count_if(q, q + V, [](double x) { return x > 0.0; })); };
+  if (kind == SchemeKind::hub) {
+    const int hub = static_cast<int>(std::max_element(q, q + V) - q);
+    const bool one_token = support() == 1;
+    if (one_token ? !(drafts[0] == hub && drafts[1] == hub) : (drafts[0] == hub) == (drafts[1] == hub))
+      refuse(one_token ? "a one-token hub draft is drawn twice" : "exactly one of the two drafts is the hub");
   }
   if (kind != SchemeKind::without_replacement) return;
   int distinct = n;  // drafts before the first repeat
@@ -302,13 +310,11 @@ inline void check_drawable(SchemeKind kind, const double* q, int V, const int* d
     for (int l = 0; l < j; ++l)
       if (drafts[l] == drafts[j]) distinct = j;
   if (distinct == n) return;
-  const int support = static_cast<int>(std::count_if(q, q + V, [](double x) { return x > 0.0; }));
-  bool padding = distinct == support;
+  bool padding = distinct == support();
   for (int j = distinct; j < n && padding; ++j) padding = drafts[j] == drafts[distinct - 1];
   if (!padding)
-    throw std::invalid_argument(
-        "'drafts' has probability zero under the draft scheme (a token repeats, but drafts are drawn without "
-        "replacement: only a support smaller than 'n' is padded, by repeats of the last distinct draft)");
+    refuse("a token repeats, but drafts are drawn without replacement: only a support smaller than 'n' is padded, "
+           "by repeats of the last distinct draft");
 }
 
 }  // namespace multidraft

@@ -18,8 +18,8 @@ float32 or float64 input), each re-exported here:
   the full RDK proposal p' = M^T q' (Algorithm 1); ``M.sample`` is its exact two-stage sampler
   (i ~ q', j ~ M[i, :]). :func:`select_temperature` picks tau by held-out mean acceptance.
 - ``priors``: :func:`taylor_proposal`, the first-order linear-time form of Eq. (3) with its prior ``pi`` and
-  ``n_eff`` (the paper's N = |T|) as parameters. Implemented verbatim; note that
-  ``||p_Taylor - q'||_1 <= 2 / n_eff``, so with the paper's N = |T| it is numerically TLI
+  ``n_eff`` (the paper's N = ``|T|``) as parameters. Implemented verbatim; note that
+  ``||p_Taylor - q'||_1 <= 2 / n_eff``, so with the paper's N = ``|T|`` it is numerically TLI
   (spec §6 A6). Smaller ``n_eff`` moves more mass onto the prior.
 - ``verification``: :func:`verify` / :func:`transport`, speculative sampling with the proposal through the ``"sps"``
   verifier; :func:`verify_block` runs one draft block with lookahead L (stops at the first

@@ -15,8 +15,8 @@ def taylor_proposal(q_prime, prior, n_eff: Optional[float] = None) -> np.ndarray
     ``prior`` (V,) >= 0 stands for the paper's p: a context-free prior (:func:`unigram_prior`,
     :func:`leading_component_prior`), since the live target is unknown at draft time (spec A7);
     passing the true p is an oracle, valid only for metrics. ``n_eff`` > 0 is the paper's N,
-    default V = |T| (faithful). Warning (spec A6, Theorem 5.4): ``||p_Taylor - q'||_1 <= 2/n_eff``
-    and ``|alpha_Taylor - alpha_TLI| <= 1/n_eff``; with n_eff = |T| it is TLI to ~1/|T|, and it
+    default V = ``|T|`` (faithful). Warning (spec A6, Theorem 5.4): ``||p_Taylor - q'||_1 <= 2/n_eff``
+    and ``|alpha_Taylor - alpha_TLI| <= 1/n_eff``; with n_eff = ``|T|`` it is TLI to ``~1/|T|``, and it
     approximates M^T q' only when q' is close to uniform. O(V), no matrix.
     """
     rows, batched = _rows(q_prime, "q_prime")
@@ -37,9 +37,10 @@ def unigram_prior(token_counts) -> np.ndarray:
 
 
 def leading_component_prior(samples) -> np.ndarray:
-    """|leading principal component of Omega|, normalised to sum 1 (V,): the proof of Theorem 5.4
-    assumes Omega is dominated by one component aligned with p. ``samples`` (K, V) as in
-    :func:`affinity_scores`; costs one thin SVD of the centred samples (O(K^2 V))."""
+    """The absolute value of the leading principal component of Omega, normalised to sum 1 (V,):
+    the proof of Theorem 5.4 assumes Omega is dominated by one component aligned with p.
+    ``samples`` (K, V) as in :func:`affinity_scores`; costs one thin SVD of the centred samples
+    (O(K^2 V))."""
     samples = _calibration_samples(samples)
     centred = samples - samples.mean(axis=0)
     if not np.any(centred):

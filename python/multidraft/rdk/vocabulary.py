@@ -31,7 +31,7 @@ class VocabularyMap:
     """A partial, injective map from drafter token ids to target token ids.
 
     ``draft_to_target`` (Vd,) int64: the target id of each drafter token, -1 for drafter tokens
-    the target lacks (the set F). ``target_size``: |T|. The shared set I is the image of the map;
+    the target lacks (the set F). ``target_size``: ``|T|``. The shared set I is the image of the map;
     it is defined by vocabulary membership, not by positive probability (spec A11).
     """
 
