@@ -128,6 +128,16 @@ class Verifier:
         return _unbatch(_core.acceptance(self.core_method, p2, q3, n, self._core_options()), batched)
 
 
+_REGISTRY: Dict[str, Type[Verifier]] = {}
+
+
+def register(cls: Type[Verifier]) -> Type[Verifier]:
+    """Add a verifier class to the registry under ``cls.name``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+@register
 class SpeculativeSampling(Verifier):
     """``"sps"``: single-draft speculative sampling (Leviathan et al.; Chen et al.).
 
@@ -140,6 +150,7 @@ class SpeculativeSampling(Verifier):
     core_method = "sps"
 
 
+@register
 class NaiveRejection(Verifier):
     """``"naive"``: naive rejection ([NH]): output Z ~ p, accepted iff Z is one of the drafts.
 
@@ -150,6 +161,7 @@ class NaiveRejection(Verifier):
     core_method = "naive"
 
 
+@register
 class RecursiveRejection(Verifier):
     """``"rrs"``: recursive rejection sampling with n i.i.d. drafts (SpecInfer; [HUB] §2.2).
 
@@ -162,6 +174,7 @@ class RecursiveRejection(Verifier):
     core_method = "rrs"
 
 
+@register
 class RecursiveRejectionWithoutReplacement(RecursiveRejection):
     """``"rrs_without_replacement"``: RRS with drafts drawn without replacement ([HUB] §2.3).
 
@@ -177,6 +190,7 @@ class RecursiveRejectionWithoutReplacement(RecursiveRejection):
     without_replacement = True
 
 
+@register
 class KSequential(Verifier):
     """``"spectr"``: SpecTr's K-sequential selection (K-SEQ) for n i.i.d. drafts.
 
@@ -196,6 +210,7 @@ class KSequential(Verifier):
         return _unbatch(_core.kseq_acceptance(p2, q3, n)[1], batched)
 
 
+@register
 class SpecHubVerifier(Verifier):
     """``"spechub"``: SpecHub ([HUB] §2.8), two drafts from the hub scheme.
 
@@ -212,6 +227,7 @@ class SpecHubVerifier(Verifier):
     core_method = "spechub"
 
 
+@register
 class CanonicalDecompositionVerifier(Verifier):
     """``"khisti"``: the canonical decomposition of Khisti et al. ([CD] §2.1, 2.5, 2.6).
 
@@ -246,6 +262,7 @@ class CanonicalDecompositionVerifier(Verifier):
         return _scheme_options(self.scheme_kind, False, self.truncation)
 
 
+@register
 class OptimalTransport(Verifier):
     """``"otlp"``: the exact optimal verifier, pi = the OTLP plan ([GR]), acceptance alpha*.
 
@@ -282,6 +299,7 @@ class OptimalTransport(Verifier):
         return optimal_acceptance(p, q, n, scheme=self.scheme_kind)
 
 
+@register
 class GlobalResolutionVerifier(Verifier):
     """``"global_resolution"``: Algorithm 1 of [GR] for n i.i.d. drafts (see GlobalResolution).
 
@@ -312,21 +330,6 @@ class GlobalResolutionVerifier(Verifier):
 
     def _core_options(self):
         return self._options
-
-
-_REGISTRY: Dict[str, Type[Verifier]] = {}
-
-
-def register(cls: Type[Verifier]) -> Type[Verifier]:
-    """Add a verifier class to the registry under ``cls.name``."""
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-for _cls in (SpeculativeSampling, NaiveRejection, RecursiveRejection, RecursiveRejectionWithoutReplacement,
-             KSequential, SpecHubVerifier, CanonicalDecompositionVerifier, OptimalTransport,
-             GlobalResolutionVerifier):
-    register(_cls)
 
 
 def verifier_names() -> List[str]:
