@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBS   := libeigen3-dev liblemon-dev g++ cmake bible-kjv
 
-.PHONY: demo test install system-deps clean
+.PHONY: demo test install docs system-deps clean
 
 system-deps:
 	@dpkg -s $(DEBS) >/dev/null 2>&1 || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(DEBS); }
@@ -23,6 +23,11 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q tests
+
+# API reference from the docstrings (docs/api, Sphinx autodoc) into build/docs; any warning fails.
+docs: install
+	$(PY) -m pip install --no-build-isolation -Cbuild-dir=build/{wheel_tag} ".[docs]"
+	$(PY) -m sphinx -W --keep-going -b html docs/api build/docs
 
 clean:
 	rm -rf build $(VENV)

@@ -1,6 +1,6 @@
 """Independent reference solvers for the tests (never imports multidraft).
 
-Notation as in seed 000: ``p`` is the TARGET, ``q`` the DRAFT. A draft law is given as a pair
+Notation as in [GR]: ``p`` is the TARGET, ``q`` the DRAFT. A draft law is given as a pair
 ``(tuples, probs)``: all V**n ordered tuples, shape (V**n, n), and their probabilities (zeros
 included), so that every oracle works for any joint draft law.
 """
@@ -22,7 +22,9 @@ def tuple_probability(kind, q, w):
     """Probability of the ordered draft tuple ``w`` under scheme ``kind``.
 
     iid: prod q(w_j). without_replacement: prod q(w_j) / (Q - sum_{l<j} q(w_l)), Q = sum q, and 0
-    when a token repeats. independent: ``q`` is (n, V) and the probability is prod q_j(w_j).
+    when a token repeats, except that a support of k < n tokens is drawn whole and padded: draws
+    k+1..n repeat draw k. independent: ``q`` is (n, V) and the probability is prod q_j(w_j).
+    hub: see below; a one-token support {a} draws (a, a).
     """
     q = np.asarray(q, dtype=np.float64)
     if kind == "iid":
@@ -30,16 +32,20 @@ def tuple_probability(kind, q, w):
     if kind == "independent":
         return float(np.prod([q[j, t] for j, t in enumerate(w)]))
     if kind == "without_replacement":
-        if len(set(w)) < len(w):
+        k = min(len(w), int(np.count_nonzero(q)))
+        head, padding = w[:k], w[k:]
+        if len(set(head)) < k or any(t != head[-1] for t in padding):
             return 0.0
         prob, rest = 1.0, q.copy()
-        for t in w:  # Q - sum_{l<j} q(w_l), summed over the tokens left (no cancellation)
+        for t in head:  # Q - sum_{l<j} q(w_l), summed over the tokens left (no cancellation)
             prob *= rest[t] / rest.sum()
             rest[t] = 0.0
         return prob
-    if kind == "hub":  # SpecHub (seed 004 §2.8): a = first argmax q; (x, a) ~ q(x), (a, x) ~ q(a) q(x) / (1 - q(a))
+    if kind == "hub":  # SpecHub ([HUB] §2.8): a = first argmax q; (x, a) ~ q(x), (a, x) ~ q(a) q(x) / (1 - q(a))
         a = int(np.argmax(q))
         (x1, x2), off_hub = w, q.sum() - q[a]
+        if off_hub == 0:
+            return float(x1 == a and x2 == a)
         if x1 != a and x2 == a:
             return float(q[x1])
         if x1 == a and x2 != a:
@@ -87,7 +93,7 @@ def brute_force_subset(p, tuples, probs, tie=1e-14, grey=1e-8):
 
 
 def otlp_lp(p, tuples, probs):
-    """Full OTLP of seed 000 Eq. (1) with HiGHS, over variables C[i, t] (V * V**n of them).
+    """Full OTLP of [GR] Eq. (1) with HiGHS, over variables C[i, t] (V * V**n of them).
 
     maximise sum_{i in set(t)} C[i, t] s.t. sum_t C[i, t] = p(i), sum_i C[i, t] = p_draft(t),
     C >= 0; the last (redundant) column equality is dropped. Returns (alpha*, C of shape (V, M)).

@@ -160,7 +160,7 @@ def test_implicit_full_size_terms_match_the_stored_shifted_ones(case):
     from multidraft import _core
     draft = md.draft_scheme(case.q, case.n)
     args = (case.p64, draft.q, case.n, 1e-4, 50, 2e6, False)
-    implicit, stored = _core.GlobalResolutionPlan(*args), _core.GlobalResolutionPlan(*args, unshifted_limit=0.0)
+    implicit, stored = _core.GlobalResolutionPlan(*args), _core._testing.global_resolution_plan(*args, unshifted_limit=0.0)
     for name in ("outer", "inner"):
         a, b = implicit.diagnostics[name], stored.diagnostics[name]
         assert (a["truncation_size"], a["terms"], a["iterations"]) == (b["truncation_size"], b["terms"], b["iterations"])
@@ -216,13 +216,14 @@ def test_single_draft_reproduces_the_closed_form(case):
 
 
 class CorePlan:
-    """The binding's plan with internal options, behind the transport of md.GlobalResolution."""
+    """The core's plan with the test-only options (the extension's _testing hooks), behind the
+    transport of md.GlobalResolution."""
 
     def __init__(self, case, tau, max_terms=2e6, **options):
         from multidraft import _core
         self.V = case.V
-        self.core = _core.GlobalResolutionPlan(case.p64, md.draft_scheme(case.q, case.n).q, case.n, tau, 50,
-                                               max_terms, False, **options)
+        self.core = _core._testing.global_resolution_plan(case.p64, md.draft_scheme(case.q, case.n).q, case.n, tau,
+                                                          50, max_terms, False, **options)
         self.alpha, self.alpha_star, self.success = self.core.alpha, self.core.alpha_star, self.core.success
         self.exact, self.law_error_bound = self.core.exact, self.core.law_error_bound
         self.acceptance_bound = self.core.acceptance_bound
@@ -344,8 +345,8 @@ def test_interpolated_sums_match_enumeration_at_the_same_point(seed):
     one point: the gradient within the certified bound it reports, everything else to rounding."""
     from multidraft import _core
     q, n, bases, slack, a, v = derivative_instance(seed)
-    fast = _core.objective_derivatives(q, n, bases, slack, a, v, True)
-    exact = _core.objective_derivatives(q, n, bases, slack, a, v, False)
+    fast = _core._testing.objective_derivatives(q, n, bases, slack, a, v, True)
+    exact = _core._testing.objective_derivatives(q, n, bases, slack, a, v, False)
     assert not exact["interpolated"] and exact["gradient_error"] == 0
     if not fast["interpolated"]:  # not worth it at this span: the same enumeration
         assert np.array_equal(fast["gradient"], exact["gradient"])

@@ -8,6 +8,8 @@ settings, on tiny GPT-2 and Llama models. Samples come cheaply from a batch of o
 """
 import numpy as np
 import pytest
+
+pytest.importorskip("torch", reason="multidraft.hf needs torch and transformers: pip install 'multidraft[hf]'")
 import torch
 from scipy import stats
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper

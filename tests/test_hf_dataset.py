@@ -1,4 +1,5 @@
 """The next-token-pairs file: loader validation, the benchmark's --dataset mode, and the training script."""
+import importlib.util
 import json
 import pathlib
 import shutil
@@ -91,6 +92,7 @@ def test_bench_runs_on_a_dataset(tmp_path, capsys, monkeypatch):
         main(["--dataset", str(tmp_path / "absent.npz"), "--quick"])
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="training needs torch: pip install 'multidraft[hf]'")
 @pytest.mark.skipif(shutil.which("bible") is None, reason="the corpus needs Debian's bible-kjv (make install)")
 def test_training_script_writes_models_and_a_loadable_dataset(tmp_path):
     subprocess.run([sys.executable, str(ROOT / "scripts" / "train_pair.py"), "--out", str(tmp_path), "--vocab", "300",

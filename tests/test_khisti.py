@@ -1,4 +1,4 @@
-"""Khisti et al.'s canonical decomposition (seed 003; p = TARGET, q = DRAFT here, the paper swaps
+"""Khisti et al.'s canonical decomposition ([CD]; p = TARGET, q = DRAFT here, the paper swaps
 the letters). Exact losslessness and acceptance by enumeration are in test_lossless.py (every
 registered verifier, identical and independent drafts); here: the theorems and golden values."""
 import numpy as np
@@ -9,7 +9,7 @@ from conftest import IID, INDEPENDENT, TOL, case_id
 
 KHISTI = md.verifier("khisti")
 
-# seed 003 spec, golden table (target, draft, 1 - TV, P*_2, P*_3, P*_4)
+# [CD] spec, golden table (target, draft, 1 - TV, P*_2, P*_3, P*_4)
 GOLDEN = [
     ((.2, .3, .5), (.5, .3, .2), 0.70, 0.86, 0.988, 1.0),
     ((.1, .2, .3, .4), (.4, .3, .2, .1), 0.60, 0.79, 0.871, 0.9439),

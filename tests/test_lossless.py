@@ -83,8 +83,8 @@ def test_draft_probability_matches_enumeration(config, case):
 
 @pytest.mark.parametrize("case", PLAN_CASES, ids=case_id)
 def test_draft_scheme_enumeration(case):
-    scheme = (md.draft_scheme(case.q, kind="independent") if case.scheme == "independent"
-              else md.draft_scheme(case.q, case.n, kind=case.scheme))
+    scheme = (md.draft_scheme(case.q, scheme="independent") if case.scheme == "independent"
+              else md.draft_scheme(case.q, case.n, scheme=case.scheme))
     assert (scheme.kind, scheme.n, scheme.V) == (case.scheme, case.n, case.V)
     tuples, probs = scheme.enumerate()
     expected = {tuple(w): prob for w, prob in zip(*case.support)}
@@ -93,6 +93,20 @@ def test_draft_scheme_enumeration(case):
     np.testing.assert_allclose([got[w] for w in expected], list(expected.values()), rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose([scheme.probability(np.array(w)) for w in expected], list(expected.values()),
                                rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("case", PLAN_CASES, ids=case_id)
+def test_drawable_tuples_are_exactly_those_of_positive_probability(case):
+    """The core's one zero-probability check (every verifier's) over all V**n tuples, against the
+    oracle's tuple law."""
+    scheme = (md.draft_scheme(case.q, scheme="independent") if case.scheme == "independent"
+              else md.draft_scheme(case.q, case.n, scheme=case.scheme))
+    for w, prob in zip(*case.law):
+        if prob > 0:
+            scheme.check_drawable(w.reshape(1, -1))
+        else:
+            with pytest.raises(ValueError, match="'drafts' has probability zero"):
+                scheme.check_drawable(w.reshape(1, -1))
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.id)

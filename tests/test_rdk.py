@@ -1,4 +1,4 @@
-"""seed 001 (RDK): vocabulary maps, the affinity matrix, the proposals and their verification.
+"""[OOV] (RDK): vocabulary maps, the affinity matrix, the proposals and their verification.
 
 Every fast path is checked against an independent NumPy oracle written here; losslessness is
 checked exactly by enumeration (sum over drafts of P(d) * transport(d) == p) for every proposal,

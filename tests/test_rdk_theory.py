@@ -1,4 +1,4 @@
-"""seed 001's lemmas and theorems as numeric tests, in the form of spec §3 (seed-001-rdk.md).
+"""[OOV]'s lemmas and theorems as numeric tests, in the form of its spec §3.
 
 Statements the paper words too strongly are tested in their exact form, with negative tests
 where the blanket claim fails: RDK does not always beat TLI (Theorem 5.1 allows a loss of

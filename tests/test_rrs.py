@@ -1,4 +1,4 @@
-"""Recursive rejection sampling (SpecInfer; seed 004 §2.2-2.3). Exact losslessness and
+"""Recursive rejection sampling (SpecInfer; [HUB] §2.2-2.3). Exact losslessness and
 acceptance-by-enumeration of "rrs" and "rrs_without_replacement" are in test_lossless.py (every
 registered verifier); here: golden values, an independent acceptance formula, and alpha* bounds.
 p = TARGET, q = DRAFT."""
@@ -10,7 +10,7 @@ from conftest import IID, TOL, case_id
 
 
 def rrs_acceptance_formula(p, q, n):
-    """Seed 004 §2.2, written independently: 1 - prod_i (1 - beta_i), p_{i+1} = norm((p_i - q)^+)."""
+    """[HUB] §2.2, written independently: 1 - prod_i (1 - beta_i), p_{i+1} = norm((p_i - q)^+)."""
     p = p / p.sum()
     reject = 1.0
     for _ in range(n):

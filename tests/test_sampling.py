@@ -88,7 +88,7 @@ def test_plan_sample_follows_transport(plan_method, scheme):
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_draft_scheme_sample_follows_probability(kind, n):
     _, q = instance(kind, n, zeros=True)
-    scheme = md.draft_scheme(q, kind=kind) if kind == "independent" else md.draft_scheme(q, n, kind=kind)
+    scheme = md.draft_scheme(q, scheme=kind) if kind == "independent" else md.draft_scheme(q, n, scheme=kind)
     tuples, probs = scheme.enumerate()
     np.testing.assert_allclose([scheme.probability(w) for w in tuples], probs, rtol=1e-12)
     rng = np.random.default_rng(8)

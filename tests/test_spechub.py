@@ -1,4 +1,4 @@
-"""SpecHub (seed 004 §2.8; p = TARGET, q = DRAFT). Exact losslessness, acceptance by enumeration
+"""SpecHub ([HUB] §2.8; p = TARGET, q = DRAFT). Exact losslessness, acceptance by enumeration
 and draft probabilities are in test_lossless.py (scheme "hub"); here: the spec's properties,
 golden values and the toy study of its Table 4."""
 import numpy as np
@@ -14,7 +14,7 @@ def test_golden_example_of_figure_4():
     """P13: q = (.5, .3, .2), p = (.1, .6, .3): SpecHub accepts always; a, b, c accepted .1, .6, .3."""
     p, q = np.array([0.1, 0.6, 0.3]), np.array([0.5, 0.3, 0.2])
     assert SPECHUB.acceptance(p, q, 2) == pytest.approx(1.0, abs=1e-12)
-    tuples, probs = md.draft_scheme(q, 2, kind="hub").enumerate()
+    tuples, probs = md.draft_scheme(q, 2, scheme="hub").enumerate()
     accepted = np.zeros(3)
     for w, prob in zip(tuples, probs):
         law = SPECHUB.transport(p, q, w)
@@ -29,7 +29,8 @@ def test_closed_form_and_optimal_for_its_own_scheme(case):
     p, q = case.p64 / case.p64.sum(), case.q64
     a = int(np.argmax(q))
     others = np.arange(len(q)) != a
-    closed_form = p[a] + np.minimum(p[others], q[others] / q[others].sum()).sum()
+    off_hub = q[others].sum()  # 0 for a one-token draft, which SpecHub verifies as SpS: p(a)
+    closed_form = p[a] + (np.minimum(p[others], q[others] / off_hub).sum() if off_hub > 0 else 0.0)
     acceptance = SPECHUB.acceptance(case.p, case.q, 2)
     assert abs(acceptance - min(closed_form, 1.0)) <= TOL
     assert abs(acceptance - md.optimal_acceptance(case.p, case.q, 2, scheme="hub")) <= TOL
@@ -59,7 +60,7 @@ def test_degenerate_hubs_stay_lossless(q_hub, p_hub):
     V = 5
     q = np.full(V, (1 - q_hub) / (V - 1)); q[0] = q_hub
     p = np.full(V, (1 - p_hub) / (V - 1)); p[0] = p_hub
-    tuples, probs = md.draft_scheme(q, 2, kind="hub").enumerate()
+    tuples, probs = md.draft_scheme(q, 2, scheme="hub").enumerate()
     laws = SPECHUB.transport(np.tile(p, (len(tuples), 1)), np.tile(q, (len(tuples), 1)), tuples)
     assert laws.min() >= 0
     np.testing.assert_allclose(probs @ laws, p, atol=1e-12)
@@ -69,10 +70,10 @@ def test_only_two_drafts():
     with pytest.raises(ValueError, match="'n'"):
         SPECHUB.acceptance(np.full(4, 0.25), np.full(4, 0.25), 3)
     with pytest.raises(ValueError, match="'n'"):
-        md.draft_scheme(np.full(4, 0.25), 3, kind="hub")
+        md.draft_scheme(np.full(4, 0.25), 3, scheme="hub")
 
 
-# seed 004 Table 4: n = 50, k = 2; (T, lambda) -> (RRS, RRSw, OTM, OTMw, SpecHub), means over pairs
+# [HUB] Table 4: n = 50, k = 2; (T, lambda) -> (RRS, RRSw, OTM, OTMw, SpecHub), means over pairs
 TABLE4 = {(0.1, 0.7): (0.6273, 0.7120, 0.6380, 0.7345, 0.7402), (0.1, 0.5): (0.3323, 0.4057, 0.3346, 0.4125, 0.4123),
           (0.25, 0.7): (0.7354, 0.7653, 0.7846, 0.8321, 0.8113), (0.25, 0.5): (0.4564, 0.4978, 0.4743, 0.5245, 0.4968),
           (0.5, 0.7): (0.8090, 0.8122, 0.9037, 0.9150, 0.8500), (0.5, 0.5): (0.6456, 0.6593, 0.7052, 0.7206, 0.6403)}

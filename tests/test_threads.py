@@ -81,7 +81,7 @@ def test_shared_plan_equals_serial(name, V, n, scheme, make):
     for repeat in range(REPEATS):
         p = dirichlet(rng, V, 0.5)
         q = dirichlet(rng, V, 0.5, n) if scheme == "independent" else dirichlet(rng, V, 0.5)
-        draft = md.draft_scheme(q, n, kind=scheme) if scheme != "independent" else md.draft_scheme(q, kind=scheme)
+        draft = md.draft_scheme(q, n, scheme=scheme) if scheme != "independent" else md.draft_scheme(q, scheme=scheme)
         tuples = np.array([draft.sample(seed) for seed in range(24)])
         serial_plan = make(p, q, n)
         expected = serial_plan.transport(tuples)

@@ -80,7 +80,7 @@ def n_entry_points():
         ("optimal_acceptance", lambda n: md.optimal_acceptance(P, Q, n)),
         ("optimal_subset", lambda n: md.optimal_subset(P, Q, n)),
         ("draft_scheme", lambda n: md.draft_scheme(Q, n)),
-        ("draft_scheme_wr", lambda n: md.draft_scheme(Q, n, kind="without_replacement")),
+        ("draft_scheme_wr", lambda n: md.draft_scheme(Q, n, scheme="without_replacement")),
     ]
     calls += [(f"solve_otlp-{plan_id(pm)}", lambda n, pm=pm: md.solve_otlp(P, Q, n, method=pm[0], **pm[1]))
               for pm in PLAN_METHODS]
@@ -167,7 +167,7 @@ def test_drafts_of_zero_probability(name):
     (lambda: md.solve_otlp(P, Q, N, scheme="bogus"), "'scheme'"),
     (lambda: md.optimal_acceptance(P, Q, N, scheme="bogus"), "'scheme'"),
     (lambda: md.optimal_subset(P, Q, N, scheme="bogus"), "'scheme'"),
-    (lambda: md.draft_scheme(Q, N, kind="bogus"), "'kind'"),
+    (lambda: md.draft_scheme(Q, N, scheme="bogus"), "'scheme'"),
 ], ids=["verifier", "solve_otlp-method", "otlp-method", "otlp-scheme", "network", "solve_otlp-scheme",
         "optimal_acceptance-scheme", "optimal_subset-scheme", "draft_scheme-kind"])
 def test_unknown_names(call, match):
@@ -184,24 +184,6 @@ def test_unknown_names(call, match):
 def test_sps_needs_one_draft(call):
     with pytest.raises(ValueError, match="'n'|'drafts'"):
         call(md.verifier("sps"))
-
-
-Q_TWO = np.array([0.5, 0.5, 0.0, 0.0])  # support of size 2: at most 2 draws without replacement
-
-
-@pytest.mark.parametrize("call", [
-    lambda: md.optimal_acceptance(P, Q_TWO, 3, scheme="without_replacement"),
-    lambda: md.optimal_subset(P, Q_TWO, 3, scheme="without_replacement"),
-    lambda: md.draft_scheme(Q_TWO, 3, kind="without_replacement"),
-    *[lambda m=m: md.solve_otlp(P, Q_TWO, 3, method=m, scheme="without_replacement") for m in
-      ("maxflow", "maxflow_cs", "lp")],
-    lambda: md.verifier("otlp", scheme="without_replacement").acceptance(P, Q_TWO, 3),
-    lambda: md.verifier("otlp", scheme="without_replacement").draft(Q_TWO, 3, 0),
-], ids=["optimal_acceptance", "optimal_subset", "draft_scheme", "maxflow", "maxflow_cs", "lp", "acceptance",
-        "draft"])
-def test_without_replacement_needs_enough_support(call):
-    with pytest.raises(ValueError, match="'n'"):
-        call()
 
 
 TOO_LARGE = r"too large|MAX_NETWORK_ARCS|MAX_LP_VARIABLES"

@@ -17,18 +17,16 @@
 #include "parallel.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/global_resolution.hpp"
-#include "multidraft/global_resolution_verifier.hpp"
-#include "multidraft/khisti.hpp"
 #include "multidraft/otlp_plan.hpp"
 #include "multidraft/plan_sampling.hpp"
 #include "multidraft/relaxed_network.hpp"
 #include "multidraft/rng.hpp"
-#include "multidraft/rrs.hpp"
+#include "multidraft/row_runs.hpp"
 #include "multidraft/single_draft.hpp"
-#include "multidraft/spechub.hpp"
 #include "multidraft/spectr.hpp"
 #include "multidraft/subset_selection.hpp"
 #include "multidraft/thread_pool.hpp"
+#include "multidraft/verifier_registry.hpp"
 
 namespace py = pybind11;
 using namespace multidraft;
@@ -69,10 +67,6 @@ Batch batch_of(const Doubles& p, const Doubles& q) {
     throw std::invalid_argument("internal: expected p (B, V) and q (B, rows, V)");
   return {p.shape(0), p.shape(1), q.shape(1) * q.shape(2)};
 }
-
-// The cost of one (p, q) row: a pass or two over it (light), or a sort, a search or a max-flow
-// (heavy, each row worth a thread).
-enum class RowWork { light, heavy };
 
 std::int64_t min_rows(const Batch& b, RowWork work) {
   return work == RowWork::light ? light_rows(b.V + b.q_stride) : 1;
@@ -172,12 +166,7 @@ void plan_rows(const Doubles& p, const Doubles& q, const Ints& drafts, SchemeKin
   const int V = static_cast<int>(b.V);
   const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(b.B * n));
   const double *pp = p.data(), *qq = q.data();
-  std::vector<std::int64_t> run_begin{0};  // distinct rows differ early: O(1) per row to tell
-  for (std::int64_t r = 1; r < b.B; ++r) {
-    const double *pr = pp + r * b.V, *qr = qq + r * b.q_stride;
-    if (!(std::equal(pr, pr + b.V, pr - b.V) && std::equal(qr, qr + b.q_stride, qr - b.q_stride))) run_begin.push_back(r);
-  }
-  run_begin.push_back(b.B);
+  const std::vector<std::int64_t> run_begin = equal_row_runs(pp, qq, b.B, b.V, b.q_stride);
   const std::int64_t runs = static_cast<std::int64_t>(run_begin.size()) - 1;
   parallel_chunks(
       runs, min_rows(b, work),
@@ -196,91 +185,14 @@ void plan_rows(const Doubles& p, const Doubles& q, const Ints& drafts, SchemeKin
       work == RowWork::heavy);
 }
 
-// Plan adapters of the single-pass verifiers (the protocol of plan_rows and sample_verified).
-struct SpsPlan {
-  const double *p, *q;
-  int V;
-  void transport(const int* drafts, double* out) const { sps_transport(p, q, V, drafts[0], out); }
-  int sample(const int* drafts, Rng& rng) const { return sps_sample(p, q, V, drafts[0], rng); }
-};
-struct NaivePlan {
-  const double* p;
-  int V;
-  void transport(const int*, double* out) const { naive_transport(p, V, out); }
-  int sample(const int*, Rng& rng) const { return sample_index(p, V, rng); }
-};
-struct RrsPlan {
-  const double *p, *q;
-  int V, n;
-  bool without_replacement;
-  void transport(const int* drafts, double* out) const { rrs_transport(p, q, V, drafts, n, without_replacement, out); }
-};
-struct KSequentialPlan {  // rho* searched once per (p, q) row
-  KSequentialPlan(const double* p, const double* q, int V, int n) : p_(p), q_(q), V_(V), n_(n), k_(kseq_prepare(p, q, V, n)) {}
-  void transport(const int* drafts, double* out) const { kseq_transport(k_, p_, q_, V_, drafts, n_, out); }
-  const double *p_, *q_;
-  int V_, n_;
-  KSequential k_;
-};
-struct SpecHubPlan {  // residuals prepared once per (p, q) row
-  SpecHubPlan(const double* p, const double* q, int V) : p_(p), q_(q), V_(V), hub_(spechub_prepare(p, q, V)) {}
-  void transport(const int* drafts, double* out) const { spechub_transport(hub_, p_, q_, V_, drafts, out); }
-  const double *p_, *q_;
-  int V_;
-  SpecHub hub_;
-};
-
-// Everything a batched verifier call may need besides the arrays.
-struct VerifierOptions {
-  std::string kind = "iid";
-  bool without_replacement = false;
-  int truncation = -1;                  // khisti
-  GlobalResolutionOptions global_resolution;
-  bool fallback = false;                // global_resolution
-};
-
-// Calls with_make(work, make) with the plan maker of `method` (see plan_rows).
-template <class WithMake>
-void with_plan_maker(const std::string& method, const VerifierOptions& o, WithMake with_make) {
-  const SchemeKind k = parse_kind(o.kind);
-  using P = const double*;
-  if (method == "sps")
-    return with_make(RowWork::light, [](P pr, P qr, int V, int) { return std::make_unique<SpsPlan>(SpsPlan{pr, qr, V}); });
-  if (method == "naive")
-    return with_make(RowWork::light, [](P pr, P, int V, int) { return std::make_unique<NaivePlan>(NaivePlan{pr, V}); });
-  if (method == "rrs")
-    return with_make(RowWork::light, [&](P pr, P qr, int V, int n) {
-      return std::make_unique<RrsPlan>(RrsPlan{pr, qr, V, n, o.without_replacement});
-    });
-  if (method == "spectr")
-    return with_make(RowWork::heavy, [](P pr, P qr, int V, int n) { return std::make_unique<KSequentialPlan>(pr, qr, V, n); });
-  if (method == "spechub")
-    return with_make(RowWork::light, [](P pr, P qr, int V, int) { return std::make_unique<SpecHubPlan>(pr, qr, V); });
-  if (method == "khisti")
-    return with_make(RowWork::heavy, [&](P pr, P qr, int V, int n) {
-      return std::make_unique<CanonicalDecomposition>(pr, qr, V, n, k, o.truncation);
-    });
-  if (method == "maxflow")
-    return with_make(RowWork::heavy, [&](P pr, P qr, int V, int n) {
-      return std::make_unique<RelaxedPlan>(pr, qr, V, k, n, NetworkKind::sets);
-    });
-  if (method == "maxflow_cs")
-    return with_make(RowWork::heavy, [&](P pr, P qr, int V, int n) { return std::make_unique<SlacknessPlan>(pr, qr, V, k, n); });
-  if (method == "global_resolution")
-    return with_make(RowWork::heavy, [&](P pr, P qr, int V, int n) {
-      return std::make_unique<GlobalResolutionVerifierPlan>(pr, qr, V, n, o.global_resolution, o.fallback);
-    });
-  throw std::invalid_argument("internal: unknown batched method '" + method + "'");
-}
-
 // Laws (B, V) of the rows' plans at their drafts.
 py::array_t<double> batched_transport(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts,
                                       const VerifierOptions& options) {
   py::array_t<double> out({p.shape(0), p.shape(1)});
   double* o = out.mutable_data();
   const py::ssize_t V = p.shape(1);
-  with_plan_maker(method, options, [&](RowWork work, auto make) {
-    plan_rows(p, q, drafts, parse_kind(options.kind), work, make,
+  with_verifier(method, options, [&](RowWork work, auto make, auto) {
+    plan_rows(p, q, drafts, options.kind, work, make,
               [&](const auto& plan, std::int64_t r, const int* d, std::vector<double>&) { plan.transport(d, o + r * V); });
   });
   return out;
@@ -294,14 +206,22 @@ Ints batched_verify(const std::string& method, const Doubles& p, const Doubles& 
   std::int64_t* o = out.mutable_data();
   const std::uint64_t* s = seeds.data();
   const int V = static_cast<int>(p.shape(1));
-  with_plan_maker(method, options, [&](RowWork work, auto make) {
-    plan_rows(p, q, drafts, parse_kind(options.kind), work, make,
+  with_verifier(method, options, [&](RowWork work, auto make, auto) {
+    plan_rows(p, q, drafts, options.kind, work, make,
               [&](const auto& plan, std::int64_t r, const int* d, std::vector<double>& scratch) {
       Rng rng(s[r]);
       o[r] = sample_verified(plan, d, V, rng, scratch);
     });
   });
   return out;
+}
+
+// Exact acceptance (B,) of the rows under `method` (the registry's acceptance).
+py::array_t<double> batched_acceptance(const std::string& method, const Doubles& p, const Doubles& q, int n,
+                                       const VerifierOptions& options) {
+  return with_verifier(method, options, [&](RowWork work, auto, auto acceptance) {
+    return values_per_row(p, q, work, [&](const double* pr, const double* qr, int V) { return acceptance(pr, qr, V, n); });
+  });
 }
 
 py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
@@ -345,108 +265,22 @@ Ints plan_samples(const Plan& plan, const Ints& drafts, const Seeds& seeds, int 
   return out;
 }
 
-}  // namespace
+// A Global Resolution plan for p (V,), q (V,), solved with the GIL released.
+GlobalResolutionPlan* global_resolution_plan(const Doubles& p, const Doubles& q, int n,
+                                             const GlobalResolutionOptions& options) {
+  const int V = static_cast<int>(p.shape(0));
+  py::gil_scoped_release release;
+  return new GlobalResolutionPlan(p.data(), q.data(), V, n, options);
+}
 
-void bind_rdk(py::module_& m);         // cpp/bindings/rdk.cpp ([OOV])
-void bind_validation(py::module_& m);  // cpp/bindings/validation.cpp
-
-PYBIND11_MODULE(_core, m) {
-  m.doc() = "multidraft C++ core ([GR] optimal transport, single-draft verifiers, draft schemes)";
-  m.attr("MAX_NETWORK_ARCS") = kMaxNetworkArcs;
-  m.attr("MAX_THREADS") = ThreadPool::kMaxThreads;
-  // Releases the GIL: shrinking waits for ending workers to finish the chunk they are running.
-  m.def("set_num_threads", [](int k) { ThreadPool::global().set_threads(k); }, py::arg("k"),
-        py::call_guard<py::gil_scoped_release>());
-  m.def("get_num_threads", [] { return ThreadPool::global().threads(); });
-  py::class_<VerifierOptions>(m, "VerifierOptions")
-      .def(py::init([](const std::string& kind, bool without_replacement, int truncation, double tau, int max_iterations,
-                       double max_terms, bool paper_threshold, bool exact, bool fallback) {
-             VerifierOptions o;
-             o.kind = kind;
-             o.without_replacement = without_replacement;
-             o.truncation = truncation;
-             o.global_resolution.tau = tau;
-             o.global_resolution.max_iterations = max_iterations;
-             o.global_resolution.max_terms = max_terms;
-             o.global_resolution.paper_threshold = paper_threshold;
-             o.global_resolution.exact = exact;
-             o.fallback = fallback;
-             return o;
-           }),
-           py::arg("kind") = "iid", py::arg("without_replacement") = false, py::arg("truncation") = -1,
-           py::arg("tau") = 1e-3, py::arg("max_iterations") = 50, py::arg("max_terms") = 2e6,
-           py::arg("paper_threshold") = false, py::arg("exact") = true, py::arg("fallback") = false);
-  m.def("transport", &batched_transport, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
-        py::arg("options") = VerifierOptions());
-  m.def("verify", &batched_verify, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"), py::arg("seeds"),
-        py::arg("options") = VerifierOptions());
-  m.def("acceptance_rate", [](const Doubles& p, const Doubles& q) {
-    return values_per_row(p, q, RowWork::light,
-                          [](const double* pr, const double* qr, int V) { return sps_acceptance(pr, qr, V); });
-  }, py::arg("p"), py::arg("q"));
-  m.def("naive_acceptance", [](const Doubles& p, const Doubles& q, int n) {
-    return values_per_row(p, q, RowWork::light,
-                          [n](const double* pr, const double* qr, int V) { return naive_acceptance(pr, qr, V, n); });
-  }, py::arg("p"), py::arg("q"), py::arg("n"));
-  m.def("global_resolution_acceptance", [](const Doubles& p, const Doubles& q, int n, const VerifierOptions& o) {
-    return values_per_row(p, q, RowWork::heavy, [&](const double* pr, const double* qr, int V) {
-      return GlobalResolutionVerifierPlan(pr, qr, V, n, o.global_resolution, o.fallback).alpha();
-    });
-  }, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("options"));
-  m.def("spechub_acceptance", [](const Doubles& p, const Doubles& q) {
-    return values_per_row(p, q, RowWork::light,
-                          [](const double* pr, const double* qr, int V) { return spechub_acceptance(pr, qr, V); });
-  }, py::arg("p"), py::arg("q"));
-  m.def("rrs_acceptance", [](const Doubles& p, const Doubles& q, int n, bool without_replacement, double max_work) {
-    // Without replacement: a sum over draft prefixes.
-    return values_per_row(p, q, without_replacement ? RowWork::heavy : RowWork::light,
-                          [&](const double* pr, const double* qr, int V) {
-      return without_replacement ? rrs_without_replacement_acceptance(pr, qr, V, n, max_work) : rrs_acceptance(pr, qr, V, n);
-    });
-  }, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("without_replacement"), py::arg("max_work"));
-  m.def("khisti_acceptance", [](const Doubles& p, const Doubles& q, int n, const std::string& kind, int truncation,
-                                double max_work) {
-    const SchemeKind k = parse_kind(kind);
-    return values_per_row(p, q, RowWork::heavy, [&](const double* pr, const double* qr, int V) {
-      return CanonicalDecomposition(pr, qr, V, n, k, truncation).acceptance(max_work);
-    });
-  }, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"), py::arg("truncation"), py::arg("max_work"));
-  m.def("optimal_subset", &batched_optimal_subset, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"));
-  m.def("tuple_probability", &tuple_probability, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("drafts"));
-  m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
-  m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
-  m.def("kseq_acceptance", &batched_kseq_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
-
-  py::class_<RelaxedPlan>(m, "RelaxedPlan")
-      .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n, const std::string& network) {
-             const int V = static_cast<int>(p.shape(0));
-             py::gil_scoped_release release;
-             return new RelaxedPlan(p.data(), q.data(), V, parse_kind(kind), n, parse_network(network));
-           }),
-           py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("network"))
-      .def_property_readonly("alpha", &RelaxedPlan::alpha)
-      .def("transport", [](const RelaxedPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); })
-      .def("sample", [](const RelaxedPlan& plan, const Ints& drafts, const Seeds& seeds, int V) {
-        return plan_samples(plan, drafts, seeds, V);
-      });
-
-  py::class_<SlacknessPlan>(m, "SlacknessPlan")
-      .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n) {
-             const int V = static_cast<int>(p.shape(0));
-             py::gil_scoped_release release;
-             return new SlacknessPlan(p.data(), q.data(), V, parse_kind(kind), n);
-           }),
-           py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"))
-      .def_property_readonly("alpha", &SlacknessPlan::alpha)
-      .def("transport", [](const SlacknessPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); })
-      .def("sample", [](const SlacknessPlan& plan, const Ints& drafts, const Seeds& seeds, int V) {
-        return plan_samples(plan, drafts, seeds, V);
-      });
-
-  // For tests: gradient, Hessian diagonal, accepted mass and a Hessian-vector product of one
-  // grouped objective (convex.hpp) at a point, with or without interpolated sums, so that the
-  // interpolation is checked against enumeration at the same point.
-  m.def(
+// Switches that only tests turn, kept out of the public module: the grouped objective's
+// derivatives at a point, and Global Resolution plans with the implicit (unshifted) terms or the
+// interpolated sums turned off, to compare the fast paths with enumeration.
+void bind_testing(py::module_& m) {
+  py::module_ t = m.def_submodule("_testing", "Test hooks of the multidraft core (not a public API)");
+  // Gradient, Hessian diagonal, accepted mass and a Hessian-vector product of one grouped
+  // objective (convex.hpp) at a point, with or without interpolated sums.
+  t.def(
       "objective_derivatives",
       [](const Doubles& q, int n, std::vector<double> bases, bool slack, const Doubles& a, const Doubles& v,
          bool interpolation) {
@@ -479,18 +313,116 @@ PYBIND11_MODULE(_core, m) {
       py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
       py::arg("interpolation"));
 
+  t.def(
+      "global_resolution_plan",
+      [](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
+         bool paper_threshold, bool exact, double unshifted_limit, bool interpolation) {
+        const GlobalResolutionOptions options{tau,          max_iterations,  max_terms, paper_threshold,
+                                              unshifted_limit, interpolation, exact};
+        return global_resolution_plan(p, q, n, options);
+      },
+      py::arg("p"), py::arg("q"), py::arg("n"), py::arg("tau"), py::arg("max_iterations"), py::arg("max_terms"),
+      py::arg("paper_threshold"), py::arg("exact") = true, py::arg("unshifted_limit") = kUnshiftedLimit,
+      py::arg("interpolation") = true, py::return_value_policy::take_ownership);
+}
+
+}  // namespace
+
+void bind_rdk(py::module_& m);         // cpp/bindings/rdk.cpp ([OOV])
+void bind_validation(py::module_& m);  // cpp/bindings/validation.cpp
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "multidraft C++ core ([GR] optimal transport, single-draft verifiers, draft schemes)";
+  m.attr("MAX_NETWORK_ARCS") = kMaxNetworkArcs;
+  m.attr("MAX_THREADS") = ThreadPool::kMaxThreads;
+  // Releases the GIL: shrinking waits for ending workers to finish the chunk they are running.
+  m.def("set_num_threads", [](int k) { ThreadPool::global().set_threads(k); }, py::arg("k"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("get_num_threads", [] { return ThreadPool::global().threads(); });
+  py::class_<VerifierOptions>(m, "VerifierOptions")
+      .def(py::init([](const std::string& kind, bool without_replacement, int truncation, double max_work, double tau,
+                       int max_iterations, double max_terms, bool paper_threshold, bool exact, bool fallback) {
+             VerifierOptions o;
+             o.kind = parse_kind(kind);
+             o.without_replacement = without_replacement;
+             o.truncation = truncation;
+             o.max_work = max_work;
+             o.global_resolution.tau = tau;
+             o.global_resolution.max_iterations = max_iterations;
+             o.global_resolution.max_terms = max_terms;
+             o.global_resolution.paper_threshold = paper_threshold;
+             o.global_resolution.exact = exact;
+             o.fallback = fallback;
+             return o;
+           }),
+           py::arg("kind") = "iid", py::arg("without_replacement") = false, py::arg("truncation") = -1,
+           py::arg("max_work") = 1e8, py::arg("tau") = 1e-3, py::arg("max_iterations") = 50, py::arg("max_terms") = 2e6,
+           py::arg("paper_threshold") = false, py::arg("exact") = true, py::arg("fallback") = false);
+  m.def("transport", &batched_transport, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
+        py::arg("options") = VerifierOptions());
+  m.def("verify", &batched_verify, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"), py::arg("seeds"),
+        py::arg("options") = VerifierOptions());
+  m.def("acceptance", &batched_acceptance, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("n"),
+        py::arg("options") = VerifierOptions());
+  m.def("acceptance_rate", [](const Doubles& p, const Doubles& q) {
+    return values_per_row(p, q, RowWork::light,
+                          [](const double* pr, const double* qr, int V) { return sps_acceptance(pr, qr, V); });
+  }, py::arg("p"), py::arg("q"));
+  m.def("optimal_subset", &batched_optimal_subset, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"));
+  m.def("tuple_probability", &tuple_probability, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("drafts"));
+  m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
+  m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
+  m.def("check_drawable", [](const Doubles& q, const std::string& kind, int n, const Ints& drafts) {
+    const int V = static_cast<int>(q.shape(q.ndim() - 1));
+    const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(drafts.shape(0) * n));
+    for (py::ssize_t m = 0; m < drafts.shape(0); ++m) check_drawable(parse_kind(kind), q.data(), V, tuples.data() + m * n, n);
+  }, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("drafts"));
+  m.def("equal_row_runs", [](const Doubles& p, const Doubles& q) {
+    const Batch b = batch_of(p, q);
+    const std::vector<std::int64_t> starts = equal_row_runs(p.data(), q.data(), b.B, b.V, b.q_stride);
+    return Ints(static_cast<py::ssize_t>(starts.size()), starts.data());
+  }, py::arg("p"), py::arg("q"));
+  m.def("kseq_acceptance", &batched_kseq_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
+
+  py::class_<RelaxedPlan>(m, "RelaxedPlan")
+      .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n, const std::string& network) {
+             const int V = static_cast<int>(p.shape(0));
+             py::gil_scoped_release release;
+             return new RelaxedPlan(p.data(), q.data(), V, parse_kind(kind), n, parse_network(network));
+           }),
+           py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("network"))
+      .def_property_readonly("alpha", &RelaxedPlan::alpha)
+      .def("transport", [](const RelaxedPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); })
+      .def("sample", [](const RelaxedPlan& plan, const Ints& drafts, const Seeds& seeds, int V) {
+        return plan_samples(plan, drafts, seeds, V);
+      });
+
+  py::class_<SlacknessPlan>(m, "SlacknessPlan")
+      .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n) {
+             const int V = static_cast<int>(p.shape(0));
+             py::gil_scoped_release release;
+             return new SlacknessPlan(p.data(), q.data(), V, parse_kind(kind), n);
+           }),
+           py::arg("p"), py::arg("q"), py::arg("kind"), py::arg("n"))
+      .def_property_readonly("alpha", &SlacknessPlan::alpha)
+      .def("transport", [](const SlacknessPlan& plan, const Ints& drafts, int V) { return plan_transport(plan, drafts, V); })
+      .def("sample", [](const SlacknessPlan& plan, const Ints& drafts, const Seeds& seeds, int V) {
+        return plan_samples(plan, drafts, seeds, V);
+      });
+
   py::class_<GlobalResolutionPlan>(m, "GlobalResolutionPlan")
       .def(py::init([](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
-                       bool paper_threshold, bool exact, double unshifted_limit, bool interpolation) {
-             const int V = static_cast<int>(p.shape(0));
-             GlobalResolutionOptions options{tau,          max_iterations,  max_terms, paper_threshold,
-                                             unshifted_limit, interpolation, exact};
-             py::gil_scoped_release release;
-             return new GlobalResolutionPlan(p.data(), q.data(), V, n, options);
+                       bool paper_threshold, bool exact) {
+             GlobalResolutionOptions options;
+             options.tau = tau;
+             options.max_iterations = max_iterations;
+             options.max_terms = max_terms;
+             options.paper_threshold = paper_threshold;
+             options.exact = exact;
+             return global_resolution_plan(p, q, n, options);
            }),
            py::arg("p"), py::arg("q"), py::arg("n"), py::arg("tau"), py::arg("max_iterations"), py::arg("max_terms"),
-           py::arg("paper_threshold"), py::arg("exact") = true, py::arg("unshifted_limit") = kUnshiftedLimit,
-           py::arg("interpolation") = true)
+           py::arg("paper_threshold"), py::arg("exact") = true)
       .def_property_readonly("alpha", &GlobalResolutionPlan::alpha)
       .def_property_readonly("exact", &GlobalResolutionPlan::exact)
       .def_property_readonly("law_error_bound", &GlobalResolutionPlan::law_error_bound)
@@ -525,4 +457,5 @@ PYBIND11_MODULE(_core, m) {
       });
   bind_rdk(m);
   bind_validation(m);
+  bind_testing(m);
 }

@@ -5,8 +5,15 @@ drafts (B, n) int64; seeds (B,) uint64. ``kind``: "iid" | "without_replacement" 
 Batched functions (and plan ``transport`` of M tuples) spread their rows over the thread pool
 with the GIL released; results do not depend on the thread count.
 """
+from types import ModuleType
+
 import numpy as np
 import numpy.typing as npt
+
+#: Test hooks, not a public API: objective_derivatives(q, n, bases, slack, a, v, interpolation)
+#: (the grouped objective's derivatives at a point, convex.hpp) and global_resolution_plan(...,
+#: unshifted_limit=600.0, interpolation=True) (a GlobalResolutionPlan with those switches).
+_testing: ModuleType
 
 MAX_NETWORK_ARCS: float
 MAX_THREADS: int
@@ -16,7 +23,6 @@ def set_num_threads(k: int) -> None:
 def get_num_threads() -> int: ...
 
 def acceptance_rate(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
-def naive_acceptance(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int) -> npt.NDArray[np.float64]: ...
 def optimal_subset(
     p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, kind: str
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]: ...
@@ -27,12 +33,18 @@ def sample_drafts(
     q: npt.NDArray[np.float64], kind: str, n: int, seeds: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.int64]: ...
 def sample_rows(laws: npt.NDArray[np.float64], seeds: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]: ...
+def check_drawable(q: npt.NDArray[np.float64], kind: str, n: int, drafts: npt.NDArray[np.int64]) -> None:
+    """Raise ValueError unless every tuple of drafts (M, n) has positive probability under the scheme
+    (the check of every verifier, draft_scheme.hpp)."""
+def equal_row_runs(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Starts of the runs of consecutive equal (p, q) rows, then B (row_runs.hpp)."""
 class VerifierOptions:
     """Options of a batched verifier call: the draft scheme, RRS without replacement, khisti's
-    truncation (-1: none), and Global Resolution's (tau, max_iterations, max_terms,
-    paper_threshold, exact, fallback)."""
+    truncation (-1: none), the work limit of enumerating acceptances, and Global Resolution's
+    (tau, max_iterations, max_terms, paper_threshold, exact, fallback)."""
     def __init__(
-        self, kind: str = "iid", without_replacement: bool = False, truncation: int = -1, tau: float = 1e-3,
+        self, kind: str = "iid", without_replacement: bool = False, truncation: int = -1, max_work: float = 1e8,
+        tau: float = 1e-3,
         max_iterations: int = 50, max_terms: float = 2e6, paper_threshold: bool = False, exact: bool = True,
         fallback: bool = False,
     ) -> None: ...
@@ -50,22 +62,16 @@ def verify(
 ) -> npt.NDArray[np.int64]:
     """One verified token per row, drawn from the row's seed without writing the law where the
     plan samples directly (sps, naive, global_resolution)."""
-def global_resolution_acceptance(
-    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, options: VerifierOptions
-) -> npt.NDArray[np.float64]: ...
+def acceptance(
+    method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, options: VerifierOptions = ...,
+) -> npt.NDArray[np.float64]:
+    """Exact acceptance (B,) of a verifier method per row (verifier_registry.hpp)."""
 def normalised_rows(x: npt.NDArray[np.floating], tolerance: float) -> npt.NDArray[np.float64] | None:
     """float32/float64 (B, V), any strides -> rows / their sums in float64, or None when a row has
     a non-finite or negative entry or a sum farther than `tolerance` from 1 (distribution.hpp)."""
-def rrs_acceptance(
-    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, without_replacement: bool, max_work: float
-) -> npt.NDArray[np.float64]: ...
 def kseq_acceptance(
     p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
-def khisti_acceptance(
-    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, kind: str, truncation: int, max_work: float
-) -> npt.NDArray[np.float64]: ...
-def spechub_acceptance(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
 
 class RelaxedPlan:
     """[GR] Section 5.2 max-flow plan completed by Eq. (3); network "sets" or "tuples"."""
@@ -84,20 +90,11 @@ class SlacknessPlan:
     def transport(self, drafts: npt.NDArray[np.int64], V: int) -> npt.NDArray[np.float64]: ...
     def sample(self, drafts: npt.NDArray[np.int64], seeds: npt.NDArray[np.uint64], V: int) -> npt.NDArray[np.int64]: ...
 
-def objective_derivatives(
-    q: npt.NDArray[np.float64], n: int, bases: list[float], slack: bool, a: npt.NDArray[np.float64],
-    v: npt.NDArray[np.float64], interpolation: bool,
-) -> dict:
-    """For tests: gradient (target 0), Hessian diagonal, accepted mass, Hessian times v, the
-    gradient's certified L1 error bound and whether sums were interpolated, for the grouped
-    objective over the variables with masses q (convex.hpp)."""
-
 class GlobalResolutionPlan:
     """[GR] Algorithm 1 (Global Resolution) for n i.i.d. drafts; see multidraft.GlobalResolution."""
     def __init__(
         self, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, tau: float, max_iterations: int,
-        max_terms: float, paper_threshold: bool, exact: bool = True, unshifted_limit: float = 600.0,
-        interpolation: bool = True,
+        max_terms: float, paper_threshold: bool, exact: bool = True,
     ) -> None: ...
     @property
     def alpha(self) -> float: ...

@@ -39,9 +39,9 @@ class GlobalResolution(_CorePlan):
         success: both convex systems met their stopping rule within the work budget.
         l1_bound: the Lemma 6.6 bound a + 2b achieved on the L1 distance between the raw plan's
             output marginal and ``p`` (<= 15 tau when ``success``).
-        acceptance_bound: a + b, the bound on |alpha - alpha_star| (raw plan) and on
+        acceptance_bound: a + b, the bound on ``|alpha - alpha_star|`` (raw plan) and on
             alpha_star - alpha (exact plan).
-        diagnostics: per system ("outer", "inner"): |T|, grouped terms, eps_T / gamma_T,
+        diagnostics: per system ("outer", "inner"): ``|T|``, grouped terms, eps_T / gamma_T,
             achieved gradient L1 norm (a bound on it when the n = 2 or 3 terms were summed by
             interpolation, ``interpolated``), threshold, Newton iterations, convergence.
         used_fallback: True when ``fallback=True`` and the bound was not met, in which case
@@ -73,6 +73,9 @@ class GlobalResolution(_CorePlan):
             raise ValueError(f"'exact' must be True or False, got {exact!r}")
         plan = _core.GlobalResolutionPlan(p2[0], draft.q, n, float(tau), int(max_iterations), float(max_terms),
                                           bool(paper_threshold), bool(exact))
+        used_fallback = bool(fallback and not plan.success)
+        core = _core.SlacknessPlan(p2[0], draft.q, "iid", n) if used_fallback else plan  # the exact plan instead
+        super().__init__(p2[0], draft, "global_resolution", core)
         self.tau = float(tau)
         self.alpha_star = plan.alpha_star
         self.success = bool(plan.success)
@@ -80,27 +83,10 @@ class GlobalResolution(_CorePlan):
         self.acceptance_bound = float(plan.acceptance_bound)
         self.exact = bool(exact)
         self.diagnostics = plan.diagnostics
-        self.used_fallback = bool(fallback and not self.success)
-        if self.used_fallback:  # the exact max-flow plan slices and samples instead
-            plan = _core.SlacknessPlan(p2[0], draft.q, "iid", n)
-        super().__init__(p2[0], draft, "global_resolution", plan)
-        self.law_error_bound = 0.0 if self.used_fallback else float(plan.law_error_bound) if exact else self.l1_bound
+        self.used_fallback = used_fallback
+        self.law_error_bound = 0.0 if used_fallback else float(plan.law_error_bound) if exact else self.l1_bound
 
     def __repr__(self) -> str:
         return (f"GlobalResolution(tau={self.tau:g}, exact={self.exact}, alpha={self.alpha:.9g}, "
                 f"alpha_star={self.alpha_star:.9g}, success={self.success}, l1_bound={self.l1_bound:.3g}, "
                 f"used_fallback={self.used_fallback})")
-
-    def _check_drawable(self, drafts: np.ndarray) -> None:
-        # Eq. (18) is defined for every tuple, but only drawable ones are verified (the max-flow
-        # fallback refuses the others itself)
-        if not self.used_fallback and np.any(self.scheme.q[drafts] <= 0):
-            raise ValueError("'drafts' has probability zero under the draft scheme (q = 0 at a draft)")
-
-    def _slices(self, drafts: np.ndarray) -> np.ndarray:
-        self._check_drawable(drafts)
-        return super()._slices(drafts)
-
-    def sample(self, drafts, rng: check.RngLike = None) -> int:
-        self._check_drawable(check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)))
-        return super().sample(drafts, rng)

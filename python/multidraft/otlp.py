@@ -17,7 +17,12 @@ MAX_NETWORK_ARCS = int(_core.MAX_NETWORK_ARCS)
 #: Largest OTLP the ``"lp"`` method hands to SciPy HiGHS (variables).
 MAX_LP_VARIABLES = 2_000_000
 
-OTLP_METHODS = ("maxflow", "maxflow_cs", "lp")
+#: Exact methods of :func:`solve_otlp` (and of ``verifier("otlp")``), the default first.
+EXACT_METHODS = ("maxflow_cs", "maxflow", "lp")
+#: Methods of :func:`solve_otlp`.
+OTLP_METHODS = EXACT_METHODS + ("global_resolution",)
+#: Options of ``method="global_resolution"`` (those of :class:`multidraft.GlobalResolution`).
+GLOBAL_RESOLUTION_OPTIONS = ("tau", "exact", "fallback", "max_iterations", "max_terms", "paper_threshold")
 
 
 def _kind(p, q, scheme: Optional[str]) -> str:
@@ -62,18 +67,29 @@ def optimal_acceptance(p, q, n: Optional[int] = None, *, scheme: Optional[str] =
 
 
 class OTLPPlan:
-    """An exact optimal transport plan for one (target, draft scheme) pair.
+    """A transport plan for one (target, draft scheme) pair: what :func:`solve_otlp` returns.
 
-    Attributes: ``alpha`` (its acceptance, = alpha*), ``method``, ``scheme`` (a DraftScheme).
+    Attributes: ``alpha`` (its acceptance), ``alpha_star`` (the optimum), ``method``, ``scheme``
+    (a DraftScheme), ``success`` (the plan met its guarantee), ``law_error_bound`` (bound on the
+    L1 distance of the output law from p beyond rounding), ``l1_bound`` (the same bound for
+    [GR]'s raw plan) and ``acceptance_bound`` (bound on alpha_star - alpha). Exact methods have
+    ``alpha == alpha_star``, ``success`` True and the bounds 0;
+    :class:`multidraft.GlobalResolution` sets its own.
     ``transport(drafts)``: the output law pi(. | drafts), (V,) for drafts (n,), (M, V) for (M, n).
     ``sample(drafts, rng)``: one verified token drawn from that law.
     """
+
+    success = True
+    law_error_bound = 0.0
+    l1_bound = 0.0
+    acceptance_bound = 0.0
 
     def __init__(self, p: np.ndarray, scheme: DraftScheme, method: str, alpha: float):
         self.p = p
         self.scheme = scheme
         self.method = method
         self.alpha = float(alpha)
+        self.alpha_star = self.alpha  # exact plans; GlobalResolution sets its own
 
     def __repr__(self) -> str:
         return f"OTLPPlan(method={self.method!r}, scheme={self.scheme!r}, alpha={self.alpha:.12g})"
@@ -81,14 +97,19 @@ class OTLPPlan:
     def _slices(self, drafts: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def _drawable(self, drafts, ndims=(1, 2)) -> np.ndarray:
+        """Validated drafts as (M, n), refused unless every tuple can be drawn (its law is undefined)."""
+        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=ndims).reshape(-1, self.scheme.n)
+        self.scheme.check_drawable(drafts)
+        return drafts
+
     def transport(self, drafts) -> np.ndarray:
-        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n)
-        laws = self._slices(drafts.reshape(-1, self.scheme.n))
-        return laws if drafts.ndim == 2 else laws[0]
+        laws = self._slices(self._drawable(drafts))
+        return laws if np.ndim(drafts) == 2 else laws[0]
 
     def sample(self, drafts, rng: check.RngLike = None) -> int:
-        law = self.transport(check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)))
-        return int(_core.sample_rows(law.reshape(1, -1), check.row_seeds(rng, 1))[0])
+        law = self._slices(self._drawable(drafts, ndims=(1,)))
+        return int(_core.sample_rows(law, check.row_seeds(rng, 1))[0])
 
 
 class _CorePlan(OTLPPlan):
@@ -102,8 +123,7 @@ class _CorePlan(OTLPPlan):
         return self._core.transport(drafts, self.scheme.V)
 
     def sample(self, drafts, rng: check.RngLike = None) -> int:
-        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=(1,)).reshape(1, -1)
-        return int(self._core.sample(drafts, check.row_seeds(rng, 1), self.scheme.V)[0])
+        return int(self._core.sample(self._drawable(drafts, ndims=(1,)), check.row_seeds(rng, 1), self.scheme.V)[0])
 
 
 class _LinearProgramPlan(OTLPPlan):
@@ -180,34 +200,48 @@ class _LinearProgramPlan(OTLPPlan):
     def _slices(self, drafts):
         out = np.empty((len(drafts), self.scheme.V))
         for m, tup in enumerate(drafts.tolist()):
-            row = self._rows.get(tuple(tup))
-            if row is None:
-                raise ValueError("'drafts' has probability zero under the draft scheme")
+            row = self._rows[tuple(tup)]  # drawable (checked), so enumerated
             out[m] = self._rejected[row] * self._law
             out[m, self._outputs] += self._accepted[row]
             out[m] /= out[m].sum()
         return out
 
 
-def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow", scheme: Optional[str] = None,
-               network: str = "sets") -> OTLPPlan:
-    """Exact OTLP plan ([GR] Eq. 1) for target ``p`` (V,) and a draft scheme.
+def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow_cs", scheme: Optional[str] = None,
+               network: str = "sets", **options) -> OTLPPlan:
+    """An OTLP plan ([GR] Eq. 1) for target ``p`` (V,) and a draft scheme: one entry, four methods.
 
-    ``q`` (V,) with ``n`` for ``scheme="iid"`` (default) or ``"without_replacement"``; ``q`` (n, V)
-    for independent drafts of n models. Methods:
+    ``q`` (V,) with ``n`` for ``scheme="iid"`` (default), ``"without_replacement"`` or ``"hub"``;
+    ``q`` (n, V) for independent drafts of n models. Methods (all return an :class:`OTLPPlan`):
 
-    - ``"maxflow"``: the relaxed OTLP as a max-flow (Section 5.2; LEMON Preflow), completed by
+    - ``"maxflow_cs"`` (default, the fastest exact one): the complementary-slackness outer and
+      inner networks of [GR] Theorem 5.1, each solved when a tuple of its kind is first asked
+      for, completed by Eq. (8).
+    - ``"maxflow"``: the relaxed OTLP as a max-flow ([GR] §5.2; LEMON Preflow), completed by
       Eq. (3). ``network="sets"`` merges tuples with equal token sets (exact, far smaller);
       ``network="tuples"`` is the paper's V**n network.
-    - ``"maxflow_cs"``: the complementary-slackness outer and inner networks of Theorem 5.1,
-      each solved when a tuple of its kind is first asked for, completed by Eq. (8).
     - ``"lp"``: the full OTLP by SciPy HiGHS (the paper's baseline).
+    - ``"global_resolution"``: [GR] Algorithm 1 for i.i.d. drafts, a
+      :class:`multidraft.GlobalResolution` plan; takes the options ``tau``, ``exact``,
+      ``fallback``, ``max_iterations``, ``max_terms`` and ``paper_threshold`` (see that class).
 
-    Raises ValueError for requests beyond ``MAX_NETWORK_ARCS`` / ``MAX_LP_VARIABLES``.
+    Raises ValueError for requests beyond ``MAX_NETWORK_ARCS`` / ``MAX_LP_VARIABLES`` and for
+    options the method does not take.
     """
-    kind = _kind(p, q, scheme)
     if method not in OTLP_METHODS:
         raise ValueError(f"'method' must be one of {OTLP_METHODS}, got {method!r}")
+    unknown = sorted(set(options) - set(GLOBAL_RESOLUTION_OPTIONS))
+    if unknown:
+        raise ValueError(f"solve_otlp got unexpected option(s) {unknown}")
+    if options and method != "global_resolution":
+        raise ValueError(f"options {sorted(options)} apply to method='global_resolution' only")
+    if method == "global_resolution":
+        if network != "sets":
+            raise ValueError("'network' applies to method='maxflow' only")
+        from .global_resolution import GlobalResolution  # it subclasses this module's plans
+
+        return GlobalResolution(p, q, n, scheme=scheme, **options)
+    kind = _kind(p, q, scheme)
     if network not in ("sets", "tuples"):
         raise ValueError(f"'network' must be 'sets' or 'tuples', got {network!r}")
     if network != "sets" and method != "maxflow":

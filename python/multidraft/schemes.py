@@ -9,6 +9,7 @@ with probability q(a) q(x) / (1 - q(a)).
 from __future__ import annotations
 
 import itertools
+import warnings
 from typing import Optional, Tuple
 
 import numpy as np
@@ -25,6 +26,16 @@ MAX_ENUMERATED_TUPLES = 10**7
 def scheme_kind(kind: str, name: str = "scheme") -> str:
     if kind not in SCHEME_KINDS:
         raise ValueError(f"'{name}' must be one of {SCHEME_KINDS}, got {kind!r}")
+    return kind
+
+
+def renamed_scheme(scheme: Optional[str], kind: Optional[str], default: Optional[str] = "iid") -> Optional[str]:
+    """The draft scheme of a call that accepts the deprecated ``kind=`` spelling of ``scheme=``."""
+    if kind is None:
+        return default if scheme is None else scheme
+    warnings.warn("'kind' is deprecated: name the draft scheme with 'scheme='", DeprecationWarning, stacklevel=3)
+    if scheme is not None:
+        raise ValueError("give the draft scheme once: 'scheme' (or the deprecated 'kind'), not both")
     return kind
 
 
@@ -55,13 +66,18 @@ def batched_inputs(p, q, n: Optional[int], kind: str):
 
 
 class DraftScheme:
-    """A draft scheme over a vocabulary of size ``V``: ``kind``, ``n`` and the draft law ``q``.
+    """A draft scheme over a vocabulary of size ``V``: its ``kind`` (the name given as ``scheme=``),
+    ``n`` and the draft law ``q``.
 
-    ``q`` is (V,) for ``"iid"`` and ``"without_replacement"`` and (n, V) for ``"independent"``.
+    ``q`` is (V,) for ``"iid"``, ``"without_replacement"`` and ``"hub"``, and (n, V) for
+    ``"independent"``. Degenerate laws are drawable: without replacement from a support of
+    k < n tokens, the first k drafts are the whole support (in the sequential order above) and
+    the remaining n - k drafts repeat the k-th; the hub scheme with a one-token support draws
+    that token twice. ``kind=`` is the deprecated spelling of ``scheme=``.
     """
 
-    def __init__(self, q, n: Optional[int] = None, kind: str = "iid"):
-        self.kind = scheme_kind(kind, "kind")
+    def __init__(self, q, n: Optional[int] = None, scheme: Optional[str] = None, *, kind: Optional[str] = None):
+        self.kind = scheme_kind(renamed_scheme(scheme, kind), "scheme")
         if self.kind == "independent":
             q = check.probabilities(q, "q", ndims=(2,))
             if n is not None and check.count(n) != q.shape[0]:
@@ -101,6 +117,11 @@ class DraftScheme:
         drafts = check.tokens(drafts, self.V, self.n, ndims=(1,))
         return float(_core.tuple_probability(self.q, self.kind, self.n, drafts.reshape(1, -1))[0])
 
+    def check_drawable(self, drafts: np.ndarray) -> None:
+        """Raise ValueError unless every tuple of ``drafts`` (M, n) int64 has positive probability
+        (the core's one check, that of every verifier)."""
+        _core.check_drawable(self.q, self.kind, self.n, drafts)
+
     def sample(self, rng: check.RngLike = None) -> np.ndarray:
         """One draft tuple (n,) int64, drawn by the core's generator seeded from ``rng``."""
         seeds = check.row_seeds(rng, 1)
@@ -126,6 +147,10 @@ class DraftScheme:
         return tuples[keep], probabilities[keep]
 
 
-def draft_scheme(q, n: Optional[int] = None, kind: str = "iid") -> DraftScheme:
-    """Build a :class:`DraftScheme`; ``kind`` is ``"iid"``, ``"without_replacement"`` or ``"independent"``."""
-    return DraftScheme(q, n, kind)
+def draft_scheme(q, n: Optional[int] = None, scheme: Optional[str] = None, *,
+                 kind: Optional[str] = None) -> DraftScheme:
+    """Build a :class:`DraftScheme`; ``scheme`` is one of ``SCHEME_KINDS`` (default ``"iid"``).
+
+    ``kind=`` is the deprecated spelling of ``scheme=`` (a DeprecationWarning).
+    """
+    return DraftScheme(q, n, renamed_scheme(scheme, kind))

@@ -13,7 +13,7 @@ import numpy as np
 from . import _core
 from . import _validation as check
 from .global_resolution import GlobalResolution
-from .otlp import OTLP_METHODS, optimal_acceptance, solve_otlp
+from .otlp import EXACT_METHODS, optimal_acceptance, solve_otlp
 from .schemes import DraftScheme, batched_inputs, scheme_kind
 
 #: Largest work (elementary steps) of an exact acceptance that enumerates draft prefixes or tuples
@@ -23,7 +23,8 @@ MAX_ACCEPTANCE_WORK = 10**8
 
 @functools.lru_cache(maxsize=None)  # a handful of combinations; the core's options are immutable
 def _scheme_options(kind: str, without_replacement: bool, truncation: int = -1):
-    return _core.VerifierOptions(kind=kind, without_replacement=without_replacement, truncation=truncation)
+    return _core.VerifierOptions(kind=kind, without_replacement=without_replacement, truncation=truncation,
+                                 max_work=float(MAX_ACCEPTANCE_WORK))
 
 
 def _unbatch(values: np.ndarray, batched: bool) -> Union[float, np.ndarray]:
@@ -31,7 +32,11 @@ def _unbatch(values: np.ndarray, batched: bool) -> Union[float, np.ndarray]:
 
 
 class Verifier:
-    """Base class. Subclasses set ``name``, ``scheme_kind`` and implement ``_transport``/``acceptance``.
+    """Base class: the core's verifier registry (verifier_registry.hpp) under ``core_method``.
+
+    Subclasses set ``name``, ``scheme_kind`` (the draft scheme), ``fixed_n``, ``core_method`` and
+    the core's options; a verifier run from Python instead overrides ``_transport`` and
+    ``acceptance``.
 
     Shapes: ``p``, ``q`` (V,) with ``drafts`` (n,), or a batch ``p``, ``q`` (B, V) with ``drafts``
     (B, n); for independent drafts ``q`` has one more axis of length n.
@@ -78,8 +83,8 @@ class Verifier:
         d = check.tokens(drafts, p2.shape[1], n, ndims=(2,) if batched else (1,)).reshape(-1, n)
         if d.shape[0] != p2.shape[0]:
             raise ValueError(f"'drafts' has batch size {d.shape[0]}, but 'p' has {p2.shape[0]}")
-        # The core refuses drafts of probability zero (check_drawable) for the methods it runs;
-        # the Python ones ("otlp" with method "lp") refuse tuples their plan does not hold.
+        # Drafts of probability zero are refused by the core's check_drawable, for the methods it
+        # runs and for the plans of the Python ones ("otlp" with method "lp").
         return p2, q3, n, d, batched
 
     def transport(self, p, q, drafts) -> np.ndarray:
@@ -112,10 +117,27 @@ class Verifier:
         return _core.transport(self.core_method, p2, q3, drafts, self._core_options())
 
     def acceptance(self, p, q, n: Optional[int] = None):
-        """Exact expected acceptance P(output in drafts) of this method: float or (B,)."""
-        raise NotImplementedError
+        """Exact expected acceptance P(output in drafts) of this method: float or (B,).
+
+        ``n`` defaults to the method's fixed number of drafts, else 1 (independent drafts: the
+        rows of ``q``).
+        """
+        if n is None and self.scheme_kind != "independent":
+            n = self.fixed_n or 1
+        p2, q3, n, batched = self._rows(p, q, n)
+        return _unbatch(_core.acceptance(self.core_method, p2, q3, n, self._core_options()), batched)
 
 
+_REGISTRY: Dict[str, Type[Verifier]] = {}
+
+
+def register(cls: Type[Verifier]) -> Type[Verifier]:
+    """Add a verifier class to the registry under ``cls.name``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+@register
 class SpeculativeSampling(Verifier):
     """``"sps"``: single-draft speculative sampling (Leviathan et al.; Chen et al.).
 
@@ -127,11 +149,8 @@ class SpeculativeSampling(Verifier):
     fixed_n = 1
     core_method = "sps"
 
-    def acceptance(self, p, q, n=1):
-        p2, q3, _, batched = self._rows(p, q, n)
-        return _unbatch(_core.acceptance_rate(p2, q3), batched)
 
-
+@register
 class NaiveRejection(Verifier):
     """``"naive"``: naive rejection ([NH]): output Z ~ p, accepted iff Z is one of the drafts.
 
@@ -141,11 +160,8 @@ class NaiveRejection(Verifier):
     name = "naive"
     core_method = "naive"
 
-    def acceptance(self, p, q, n=1):
-        p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.naive_acceptance(p2, q3, n), batched)
 
-
+@register
 class RecursiveRejection(Verifier):
     """``"rrs"``: recursive rejection sampling with n i.i.d. drafts (SpecInfer; [HUB] §2.2).
 
@@ -157,18 +173,16 @@ class RecursiveRejection(Verifier):
     name = "rrs"
     core_method = "rrs"
 
-    def acceptance(self, p, q, n=1):
-        p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.rrs_acceptance(p2, q3, n, self.without_replacement, float(MAX_ACCEPTANCE_WORK)),
-                        batched)
 
-
+@register
 class RecursiveRejectionWithoutReplacement(RecursiveRejection):
     """``"rrs_without_replacement"``: RRS with drafts drawn without replacement ([HUB] §2.3).
 
     After a rejection the residual is taken against the current draft law, then the rejected
     token is removed from it. The exact acceptance sums over draft prefixes (order matters), about
     k^n of them for a draft support of k, O(k) each; beyond ``MAX_ACCEPTANCE_WORK`` it is refused.
+    A support of k < n tokens gives k distinct drafts padded by repeats (see
+    :class:`multidraft.DraftScheme`); the padding is not tested, so the law is that of k drafts.
     """
 
     name = "rrs_without_replacement"
@@ -176,6 +190,7 @@ class RecursiveRejectionWithoutReplacement(RecursiveRejection):
     without_replacement = True
 
 
+@register
 class KSequential(Verifier):
     """``"spectr"``: SpecTr's K-sequential selection (K-SEQ) for n i.i.d. drafts.
 
@@ -189,26 +204,21 @@ class KSequential(Verifier):
     name = "spectr"
     core_method = "spectr"
 
-    def _acceptance_and_rho(self, p, q, n):
-        p2, q3, n, batched = self._rows(p, q, n)
-        acceptance, rho = _core.kseq_acceptance(p2, q3, n)
-        return _unbatch(acceptance, batched), _unbatch(rho, batched)
-
-    def acceptance(self, p, q, n=1):
-        return self._acceptance_and_rho(p, q, n)[0]
-
     def rho(self, p, q, n):
         """The K-SEQ parameter rho* in [1, n]: float, or (B,) for a batch."""
-        return self._acceptance_and_rho(p, q, n)[1]
+        p2, q3, n, batched = self._rows(p, q, n)
+        return _unbatch(_core.kseq_acceptance(p2, q3, n)[1], batched)
 
 
+@register
 class SpecHubVerifier(Verifier):
     """``"spechub"``: SpecHub ([HUB] §2.8), two drafts from the hub scheme.
 
     Hub a = argmax q (smallest index on ties); drafts (x, a) with probability q(x), or (a, x)
     with probability q(a) q(x) / (1 - q(a)) (scheme ``"hub"``). Four ordered acceptance tests and
     one residual; acceptance p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a))), the optimum of
-    its own draft scheme. n = 2 only.
+    its own draft scheme. n = 2 only. A one-token draft {a} (drafts (a, a)) is verified as
+    ``"sps"`` verifies the draft a, with acceptance p(a).
     """
 
     name = "spechub"
@@ -216,11 +226,8 @@ class SpecHubVerifier(Verifier):
     fixed_n = 2
     core_method = "spechub"
 
-    def acceptance(self, p, q, n=2):
-        p2, q3, _, batched = self._rows(p, q, n)
-        return _unbatch(_core.spechub_acceptance(p2, q3), batched)
 
-
+@register
 class CanonicalDecompositionVerifier(Verifier):
     """``"khisti"``: the canonical decomposition of Khisti et al. ([CD] §2.1, 2.5, 2.6).
 
@@ -254,25 +261,22 @@ class CanonicalDecompositionVerifier(Verifier):
     def _core_options(self):
         return _scheme_options(self.scheme_kind, False, self.truncation)
 
-    def acceptance(self, p, q, n=None):
-        p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.khisti_acceptance(p2, q3, n, self.scheme_kind, self.truncation,
-                                                float(MAX_ACCEPTANCE_WORK)), batched)
 
-
+@register
 class OptimalTransport(Verifier):
     """``"otlp"``: the exact optimal verifier, pi = the OTLP plan ([GR]), acceptance alpha*.
 
-    Options: ``method`` in ("maxflow", "maxflow_cs", "lp"), ``scheme`` in ("iid",
-    "without_replacement", "independent"). Each row builds its own plan; for repeated slices of
-    one (p, q) pair keep a :func:`multidraft.solve_otlp` plan instead.
+    Options: ``method`` in ("maxflow_cs" (default, the fastest), "maxflow", "lp"), ``scheme`` in
+    ("iid", "without_replacement", "independent", "hub"). Consecutive rows with equal (p, q) share
+    one plan; for slices of one (p, q) pair spread over calls keep a :func:`multidraft.solve_otlp`
+    plan instead.
     """
 
     name = "otlp"
 
-    def __init__(self, method: str = "maxflow", scheme: str = "iid"):
-        if method not in OTLP_METHODS:
-            raise ValueError(f"'method' must be one of {OTLP_METHODS}, got {method!r}")
+    def __init__(self, method: str = "maxflow_cs", scheme: str = "iid"):
+        if method not in EXACT_METHODS:
+            raise ValueError(f"'method' must be one of {EXACT_METHODS}, got {method!r}")
         self.method = method
         self.scheme_kind = scheme_kind(scheme)
         self.core_method = "" if method == "lp" else method  # "lp": SciPy, from Python
@@ -284,17 +288,18 @@ class OptimalTransport(Verifier):
         if self.core_method:
             return super()._transport(p2, q3, n, drafts)
         q_rows = q3 if self.scheme_kind == "independent" else q3[:, 0]
-        laws, plan = np.empty_like(p2), None
-        for b in range(p2.shape[0]):  # like the core: consecutive equal (p, q) rows share a plan
-            if plan is None or not (np.array_equal(p2[b], p2[b - 1]) and np.array_equal(q3[b], q3[b - 1])):
-                plan = solve_otlp(p2[b], q_rows[b], n, method="lp", scheme=self.scheme_kind)
-            laws[b] = plan.transport(drafts[b])
+        laws = np.empty_like(p2)
+        starts = _core.equal_row_runs(p2, q3)
+        for begin, end in zip(starts[:-1], starts[1:]):  # as in the core: a run of equal rows shares a plan
+            plan = solve_otlp(p2[begin], q_rows[begin], n, method="lp", scheme=self.scheme_kind)
+            laws[begin:end] = plan.transport(drafts[begin:end])
         return laws
 
     def acceptance(self, p, q, n=None):
         return optimal_acceptance(p, q, n, scheme=self.scheme_kind)
 
 
+@register
 class GlobalResolutionVerifier(Verifier):
     """``"global_resolution"``: Algorithm 1 of [GR] for n i.i.d. drafts (see GlobalResolution).
 
@@ -325,25 +330,6 @@ class GlobalResolutionVerifier(Verifier):
 
     def _core_options(self):
         return self._options
-
-    def acceptance(self, p, q, n=None):
-        p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.global_resolution_acceptance(p2, q3, n, self._options), batched)
-
-
-_REGISTRY: Dict[str, Type[Verifier]] = {}
-
-
-def register(cls: Type[Verifier]) -> Type[Verifier]:
-    """Add a verifier class to the registry under ``cls.name``."""
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-for _cls in (SpeculativeSampling, NaiveRejection, RecursiveRejection, RecursiveRejectionWithoutReplacement,
-             KSequential, SpecHubVerifier, CanonicalDecompositionVerifier, OptimalTransport,
-             GlobalResolutionVerifier):
-    register(_cls)
 
 
 def verifier_names() -> List[str]:

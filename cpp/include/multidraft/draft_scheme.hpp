@@ -1,6 +1,10 @@
 // Draft schemes: how the n draft tokens are drawn, with exact tuple and set probabilities.
 // [GR] §1.1: p_draft(w) = prod_j q(w_j) (i.i.d.) or prod_j q_j(w_j) (independent models);
 // draws without replacement use the sequential law prod_j q(w_j) / (Q - sum_{l<j} q(w_l)).
+// Degenerate draft laws stay drawable, so that every verifier degrades losslessly instead of
+// refusing them: without replacement from a support of k < n tokens, the first k draws exhaust
+// the support (sequential law above) and draws k+1..n repeat draw k; the hub scheme with a
+// one-token support {a} draws (a, a).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -13,7 +17,8 @@
 namespace multidraft {
 
 // hub: SpecHub's sparse pair design ([HUB] §2.8): with hub a = argmax q (smallest index on ties),
-// x1 ~ q, and x2 = a unless x1 = a, in which case x2 ~ q restricted to V \ {a}. n = 2 only.
+// x1 ~ q, and x2 = a unless x1 = a, in which case x2 ~ q restricted to V \ {a} (x2 = a when q
+// has no other token). n = 2 only.
 enum class SchemeKind { iid, without_replacement, independent, hub };
 
 // Truncated exponential generating functions ([GR] §2.7). A polynomial is stored as its
@@ -68,12 +73,9 @@ class DraftScheme {
     total_.assign(rows, 0.0);
     for (int r = 0; r < rows; ++r)
       for (int i = 0; i < V; ++i) total_[r] += q[r * static_cast<std::int64_t>(V) + i];
-    if (kind == SchemeKind::without_replacement && static_cast<int>(support().size()) < n)
-      throw std::invalid_argument("'n' = " + std::to_string(n) +
-                                  " draws without replacement need at least n tokens with q > 0");
+    if (kind == SchemeKind::without_replacement) distinct_draws_ = std::min(n, static_cast<int>(support().size()));
     if (kind == SchemeKind::hub) {
       if (n != 2) throw std::invalid_argument("hub drafts (SpecHub) take 'n' = 2, got " + std::to_string(n));
-      if (support().size() < 2) throw std::invalid_argument("hub drafts need at least two tokens with q > 0 in 'q'");
       hub_ = static_cast<int>(std::max_element(q, q + V) - q);  // first maximum: smallest index
       for (int i = 0; i < V; ++i)
         if (i != hub_) off_hub_ += q[i];  // summed, not 1 - q(a): no cancellation when q(a) ~ 1
@@ -82,8 +84,10 @@ class DraftScheme {
 
   // SpecHub's hub token (hub scheme only).
   int hub() const { return hub_; }
-  // Draft mass off the hub, sum_{x != a} q(x) (hub scheme only).
+  // Draft mass off the hub, sum_{x != a} q(x) (hub scheme only); 0 when the hub is the only token.
   double off_hub_mass() const { return off_hub_; }
+  // Number of distinct tokens a without-replacement draw takes: min(n, |support|).
+  int distinct_draws() const { return distinct_draws_; }
 
   SchemeKind kind() const { return kind_; }
   int n() const { return n_; }
@@ -108,6 +112,7 @@ class DraftScheme {
   double tuple_probability(const int* drafts) const {
     if (kind_ == SchemeKind::hub) {  // Q(x, a) = q(x), Q(a, x) = q(a) q(x) / (1 - q(a)), x != a
       const int x1 = drafts[0], x2 = drafts[1];
+      if (!(off_hub_ > 0.0)) return x1 == hub_ && x2 == hub_ ? 1.0 : 0.0;  // one-token support: (a, a)
       if (x1 != hub_ && x2 == hub_) return q_[x1];
       if (x1 == hub_ && x2 != hub_) return q_[hub_] * q_[x2] / off_hub_;
       return 0.0;
@@ -116,6 +121,10 @@ class DraftScheme {
     for (int j = 0; j < n_; ++j) {
       const double mass = row(j)[drafts[j]];
       if (kind_ == SchemeKind::without_replacement) {
+        if (j >= distinct_draws_) {  // the support is exhausted: draw j repeats the last distinct one
+          if (drafts[j] != drafts[distinct_draws_ - 1]) return 0.0;
+          continue;
+        }
         for (int l = 0; l < j; ++l)
           if (drafts[l] == drafts[j]) return 0.0;
         const double remaining = remaining_mass(drafts, j, drawn);
@@ -139,10 +148,11 @@ class DraftScheme {
         return egf_set_mass(0.0, mass.data(), size, n_);
       }
       case SchemeKind::without_replacement:
-        return size == n_ ? ordered_without_replacement_mass(U, size) : 0.0;
+        return size == distinct_draws_ ? ordered_without_replacement_mass(U, size) : 0.0;
       case SchemeKind::independent:
         return covering_mass(U, size);
       case SchemeKind::hub: {  // {x, a}: Q(x, a) + Q(a, x) = q(x) / (1 - q(a))
+        if (!(off_hub_ > 0.0)) return size == 1 && U[0] == hub_ ? 1.0 : 0.0;  // only (a, a)
         if (size != 2 || (U[0] != hub_ && U[1] != hub_)) return 0.0;
         const int x = U[0] == hub_ ? U[1] : U[0];
         return q_[x] + q_[hub_] * q_[x] / off_hub_;
@@ -154,7 +164,7 @@ class DraftScheme {
   void sample(Rng& rng, int* out) const {
     if (kind_ == SchemeKind::hub) {
       out[0] = sample_index(q_, V_, rng);
-      if (out[0] != hub_) {
+      if (out[0] != hub_ || !(off_hub_ > 0.0)) {
         out[1] = hub_;
       } else {
         std::vector<double> off_hub(q_, q_ + V_);
@@ -169,6 +179,10 @@ class DraftScheme {
     }
     std::vector<double> remaining(q_, q_ + V_);
     for (int j = 0; j < n_; ++j) {
+      if (j >= distinct_draws_) {
+        out[j] = out[j - 1];
+        continue;
+      }
       out[j] = sample_index(remaining.data(), V_, rng);
       remaining[out[j]] = 0.0;
     }
@@ -238,6 +252,7 @@ class DraftScheme {
   std::vector<double> total_;
   int hub_ = -1;
   double off_hub_ = 0.0;
+  int distinct_draws_ = 0;
 };
 
 // Calls visit(U, size) for every nonempty U ⊆ tokens with |U| <= max_size, members ascending.
@@ -271,20 +286,35 @@ inline void count_small_subsets(std::int64_t count, int max_size, double& subset
   }
 }
 
-// Refuses a draft tuple with a token the scheme cannot draw (q = 0 at it, or a repeat when drawing
-// without replacement): verifiers' laws are defined for drawable tuples only. q as in DraftScheme.
-// (Hub tuples without the hub are left to the SpecHub verifier, which reads them as degenerate.)
+// The one check that a draft tuple has positive probability under its scheme (exactly when
+// DraftScheme::tuple_probability > 0): verifiers' laws are defined for drawable tuples only, so
+// every transport and sample refuses the others with this ValueError. O(n^2), plus one pass over
+// q for hub tuples and for without-replacement tuples that repeat a token. q as in DraftScheme.
 inline void check_drawable(SchemeKind kind, const double* q, int V, const int* drafts, int n) {
-  for (int j = 0; j < n; ++j) {
-    const double mass = q[(kind == SchemeKind::independent ? static_cast<std::int64_t>(j) * V : 0) + drafts[j]];
-    if (!(mass > 0.0)) throw std::invalid_argument("'drafts' has probability zero under the draft scheme (q = 0 at a draft)");
-    if (kind == SchemeKind::without_replacement)
-      for (int l = 0; l < j; ++l)
-        if (drafts[l] == drafts[j])
-          throw std::invalid_argument(
-              "'drafts' has probability zero under the draft scheme (a token repeats, but drafts are drawn "
-              "without replacement)");
+  auto refuse = [](const char* why) {
+    throw std::invalid_argument(std::string("'drafts' has probability zero under the draft scheme (") + why + ")");
+  };
+  for (int j = 0; j < n; ++j)
+    if (!(q[(kind == SchemeKind::independent ? static_cast<std::int64_t>(j) * V : 0) + drafts[j]] > 0.0))
+      refuse("q = 0 at a draft");
+  auto support = [&] { return static_cast<int>(std::count_if(q, q + V, [](double x) { return x > 0.0; })); };
+  if (kind == SchemeKind::hub) {
+    const int hub = static_cast<int>(std::max_element(q, q + V) - q);
+    const bool one_token = support() == 1;
+    if (one_token ? !(drafts[0] == hub && drafts[1] == hub) : (drafts[0] == hub) == (drafts[1] == hub))
+      refuse(one_token ? "a one-token hub draft is drawn twice" : "exactly one of the two drafts is the hub");
   }
+  if (kind != SchemeKind::without_replacement) return;
+  int distinct = n;  // drafts before the first repeat
+  for (int j = 1; j < n && distinct == n; ++j)
+    for (int l = 0; l < j; ++l)
+      if (drafts[l] == drafts[j]) distinct = j;
+  if (distinct == n) return;
+  bool padding = distinct == support();
+  for (int j = distinct; j < n && padding; ++j) padding = drafts[j] == drafts[distinct - 1];
+  if (!padding)
+    refuse("a token repeats, but drafts are drawn without replacement: only a support smaller than 'n' is padded, "
+           "by repeats of the last distinct draft");
 }
 
 }  // namespace multidraft

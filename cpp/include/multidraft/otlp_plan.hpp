@@ -64,8 +64,7 @@ class PlanInputs {
 
   // Refuses tuples the scheme cannot produce: their slice is undefined.
   void check_drafts(const int* drafts) const {
-    if (!(scheme_.tuple_probability(drafts) > 0.0))
-      throw std::invalid_argument("'drafts' has probability zero under the draft scheme");
+    check_drawable(scheme_.kind(), q_.data(), V(), drafts, scheme_.n());
   }
 
  private:

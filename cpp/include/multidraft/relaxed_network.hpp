@@ -7,7 +7,6 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
-#include <deque>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -15,6 +14,8 @@
 #include <lemon/preflow.h>
 #include <lemon/smart_graph.h>
 #include <lemon/tolerance.h>
+
+#include "multidraft/min_cut.hpp"
 
 namespace multidraft {
 
@@ -117,51 +118,9 @@ inline RelaxedFlow max_relaxed_flow(const double* row_capacity, int V, const Rig
       result.column_flow[r] += f;
     }
 
-  // Reverse breadth-first search from t over residual arcs (own search: the orientation of the
-  // library's cut map is not relied on, spec §2.2). A residual arc x -> y exists when the arc
-  // x -> y has spare capacity or the arc y -> x carries flow.
-  auto spare = [&](Graph::Arc a) { return capacity[a] - preflow.flow(a) > kCutTolerance; };
-  auto carries = [&](Graph::Arc a) { return preflow.flow(a) > kCutTolerance; };
-  std::vector<char> set_reaches(R, 0);
+  const std::vector<char> reaches = cut_side(graph, capacity, preflow, sink, CutSide::sink, kCutTolerance);
   result.reaches_sink.assign(V, 0);
-  std::deque<std::pair<bool, std::int64_t>> queue;  // (is token, index)
-  for (std::size_t r = 0; r < R; ++r)
-    if (spare(column_arc[r])) {
-      set_reaches[r] = 1;
-      queue.emplace_back(false, r);
-    }
-  // Token -> set adjacency for the backward direction (set r reaches t, flow on i -> r lets r
-  // push back to i, so i reaches t only through spare i -> r, which is unbounded: any member).
-  std::vector<std::vector<std::int64_t>> sets_of_token(V);
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::int64_t k = right.offsets[r]; k < right.offsets[r + 1]; ++k)
-      sets_of_token[right.members[k]].push_back(k);
-  std::vector<std::int64_t> set_of_member(right.members.size());
-  for (std::size_t r = 0; r < R; ++r)
-    for (std::int64_t k = right.offsets[r]; k < right.offsets[r + 1]; ++k) set_of_member[k] = r;
-  while (!queue.empty()) {
-    const auto [is_token, index] = queue.front();
-    queue.pop_front();
-    if (!is_token) {
-      // Every member i of r has an unbounded arc i -> r with spare capacity: i reaches t.
-      for (std::int64_t k = right.offsets[index]; k < right.offsets[index + 1]; ++k) {
-        const int i = right.members[k];
-        if (!result.reaches_sink[i]) {
-          result.reaches_sink[i] = 1;
-          queue.emplace_back(true, i);
-        }
-      }
-    } else {
-      // r -> i is residual when i -> r carries flow: then r reaches t through i.
-      for (std::int64_t k : sets_of_token[index]) {
-        const std::int64_t r = set_of_member[k];
-        if (!set_reaches[r] && carries(member_arc[k])) {
-          set_reaches[r] = 1;
-          queue.emplace_back(false, r);
-        }
-      }
-    }
-  }
+  for (int i : used_tokens) result.reaches_sink[i] = reaches[graph.id(token_node[i])];
   return result;
 }
 

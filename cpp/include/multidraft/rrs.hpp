@@ -30,7 +30,8 @@ inline void remove_draft(std::vector<double>& q, int token) {
 }
 
 // Output law given the ordered drafts: sum_i P(reach i) a_i delta_{x_i} + P(reject all) p_{n+1},
-// a_i = min(1, p_i(x_i) / q_i(x_i)). Requires q_i(x_i) > 0 (the drafts have positive probability).
+// a_i = min(1, p_i(x_i) / q_i(x_i)). Requires drawable drafts (check_drawable); without replacement
+// the drafts after an exhausted support (q_i = 0) are padding and are not tested.
 inline void rrs_transport(const double* p, const double* q, int V, const int* drafts, int n, bool without_replacement,
                           double* out) {
   std::vector<double> current_p(p, p + V), current_q(q, q + V);
@@ -41,6 +42,7 @@ inline void rrs_transport(const double* p, const double* q, int V, const int* dr
   double reach = 1.0;
   for (int i = 0; i < n && reach > 0.0; ++i) {
     const int x = drafts[i];
+    if (!(current_q[x] > 0.0)) break;  // padding of an exhausted support
     const double accept = std::min(1.0, current_p[x] / current_q[x]);
     out[x] += reach * accept;
     reach *= 1.0 - accept;

@@ -1,6 +1,8 @@
 // SpecHub ([HUB] §2.8; p = target, q = draft): two drafts from the hub scheme (see
 // draft_scheme.hpp), four ordered acceptance tests, and one residual. Float64 throughout; every
 // ratio u * S < m is taken as min(1, m / S) with S = 0 meaning the branch never happens.
+// A one-token draft support {a} (the scheme then draws (a, a)) is single-draft speculative
+// sampling of a: accept with probability p(a), else draw from p off a, normalised.
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -18,6 +20,18 @@ struct SpecHub {
   double hub_after_a_x = 0.0;     // pa2 = (p(a) - S_ai)^+
 };
 
+// Normalises r in place; a vanishing r (the rejection has probability 0 up to round-off) becomes
+// p normalised, so the law stays well defined.
+inline void normalise_residual(std::vector<double>& r, const double* p, int V) {
+  double mass = 0.0;
+  for (double x : r) mass += x;
+  if (!(mass > 0.0)) {
+    r.assign(p, p + V);
+    for (double x : r) mass += x;
+  }
+  for (double& x : r) x /= mass;
+}
+
 // Precomputation, O(V) (the paper's GetResidual applied to Q(., a), then to Q(a, .)).
 inline SpecHub spechub_prepare(const double* p, const double* q, int V) {
   const DraftScheme scheme(SchemeKind::hub, 2, V, q);
@@ -26,24 +40,22 @@ inline SpecHub spechub_prepare(const double* p, const double* q, int V) {
   h.off_hub = scheme.off_hub_mass();
   const int a = h.hub;
   h.residual.assign(V, 0.0);
-  double residual_mass = 0.0;
+  if (!(h.off_hub > 0.0)) {  // one-token support: the residual of speculative sampling, (p - q)^+ = p off a
+    for (int x = 0; x < V; ++x) h.residual[x] = x == a ? 0.0 : p[x];
+    normalise_residual(h.residual, p, V);
+    return h;
+  }
   for (int x = 0; x < V; ++x) {
     if (x == a) continue;
     const double p1 = std::max(p[x] - q[x], 0.0);
     h.leftover_x_a += std::max(q[x] - p[x], 0.0);
     const double q_ax = q[a] * q[x] / h.off_hub;
     h.leftover_a_x += std::max(q_ax - p1, 0.0);
-    residual_mass += h.residual[x] = std::max(p1 - q_ax, 0.0);
+    h.residual[x] = std::max(p1 - q_ax, 0.0);
   }
   h.hub_after_a_x = std::max(p[a] - h.leftover_a_x, 0.0);
-  residual_mass += h.residual[a] = std::max(h.hub_after_a_x - h.leftover_x_a, 0.0);  // 0 exactly (Corollary 1)
-  if (residual_mass > 0.0) {
-    for (double& r : h.residual) r /= residual_mass;
-  } else {  // alpha_hub = 1: rejection has probability 0 up to round-off
-    double mass = 0.0;
-    for (int x = 0; x < V; ++x) mass += p[x];
-    for (int x = 0; x < V; ++x) h.residual[x] = p[x] / mass;
-  }
+  h.residual[a] = std::max(h.hub_after_a_x - h.leftover_x_a, 0.0);  // 0 exactly (Corollary 1)
+  normalise_residual(h.residual, p, V);
   return h;
 }
 
@@ -68,15 +80,18 @@ inline void spechub_transport(const SpecHub& h, const double* p, const double* q
   }
   out[first_token] += first;
   out[a] += (1.0 - first) * second;
+  // (a, a), the one-token support: S_ia = 0, so the hub is not tested twice (second = 0).
   const double rejected = (1.0 - first) * (1.0 - second);
   for (int y = 0; y < V; ++y) out[y] += rejected * h.residual[y];
 }
 
-// Closed form ([HUB] §2.8): alpha_hub = p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a))).
+// Closed form ([HUB] §2.8): alpha_hub = p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a)));
+// p(a) for a one-token support.
 inline double spechub_acceptance(const double* p, const double* q, int V) {
   const DraftScheme scheme(SchemeKind::hub, 2, V, q);
   const int a = scheme.hub();
   double acceptance = p[a];
+  if (!(scheme.off_hub_mass() > 0.0)) return acceptance;
   for (int x = 0; x < V; ++x)
     if (x != a) acceptance += std::min(p[x], q[x] / scheme.off_hub_mass());
   return std::min(acceptance, 1.0);

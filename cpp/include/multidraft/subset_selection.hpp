@@ -3,7 +3,6 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <vector>
 
 #include <lemon/preflow.h>
@@ -12,6 +11,7 @@
 
 #include "multidraft/compensated_sum.hpp"
 #include "multidraft/draft_scheme.hpp"
+#include "multidraft/min_cut.hpp"
 #include "multidraft/network_builders.hpp"
 #include "multidraft/relaxed_network.hpp"
 
@@ -147,23 +147,7 @@ inline SubsetSolution pairwise_optimal_subset(const double* p, const DraftScheme
   preflow.tolerance(lemon::Tolerance<double>(kFlowTolerance));
   preflow.run();
 
-  std::vector<char> reached(graph.nodeNum(), 0);
-  std::deque<Graph::Node> queue{source};
-  reached[graph.id(source)] = 1;
-  while (!queue.empty()) {
-    const Graph::Node x = queue.front();
-    queue.pop_front();
-    auto visit = [&](Graph::Node y) {
-      if (!reached[graph.id(y)]) {
-        reached[graph.id(y)] = 1;
-        queue.push_back(y);
-      }
-    };
-    for (Graph::OutArcIt a(graph, x); a != lemon::INVALID; ++a)
-      if (capacity[a] - preflow.flow(a) > kCutTolerance) visit(graph.target(a));
-    for (Graph::InArcIt a(graph, x); a != lemon::INVALID; ++a)
-      if (preflow.flow(a) > kCutTolerance) visit(graph.source(a));
-  }
+  const std::vector<char> reached = cut_side(graph, capacity, preflow, source, CutSide::source, kCutTolerance);
   std::vector<char> in_H(V, 0);
   for (int a = 0; a < m; ++a) in_H[tokens[a]] = reached[graph.id(node[a])];
   return snapped(p, scheme, std::move(in_H));

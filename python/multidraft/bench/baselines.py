@@ -31,11 +31,11 @@ VERIFIERS: Dict[str, Dict[str, object]] = {
     "spectr": {},
     "spechub": {},
     "khisti": {},
-    "otlp": {"method": "maxflow_cs"},
+    "otlp": {},
     "global_resolution": {"tau": 1e-3, "fallback": True},
 }
-"""Verifiers of the table and their options (``otlp``: the exact optimum by the CS max-flow;
-``global_resolution``: exactly lossless, the default)."""
+"""Verifiers of the table and their options (``otlp``: the exact optimum by its default, the CS
+max-flow; ``global_resolution``: exactly lossless, the default)."""
 
 VERIFY_REPEATS = 3
 REPEAT_BELOW_MS = 50.0

@@ -1,0 +1,125 @@
+// The plan concept and the registry of verifiers. Every verifier is (a draft scheme, a plan per
+// (p, q) row). A plan is any class with
+//   void transport(const int* drafts, double* out) const;  // the output law pi(. | drafts), V entries
+// and optionally
+//   int sample(const int* drafts, Rng& rng) const;          // one verified token, no law written
+// (plan_sampling.hpp picks it when present); drafts are drawable (check_drawable) before either is
+// called. Its draft law is the DraftScheme of the options' kind. A verifier is registered by one
+// entry of with_verifier below: how heavy a row is, how its plan is built, and its exact
+// acceptance. Adding a verifier is its header (the plan and the acceptance) plus that entry; the
+// bindings and the Python classes dispatch by name.
+#pragma once
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "multidraft/draft_scheme.hpp"
+#include "multidraft/global_resolution.hpp"
+#include "multidraft/global_resolution_verifier.hpp"
+#include "multidraft/khisti.hpp"
+#include "multidraft/otlp_plan.hpp"
+#include "multidraft/rng.hpp"
+#include "multidraft/rrs.hpp"
+#include "multidraft/single_draft.hpp"
+#include "multidraft/spechub.hpp"
+#include "multidraft/spectr.hpp"
+#include "multidraft/subset_selection.hpp"
+
+namespace multidraft {
+
+// Everything a verifier may need besides the arrays.
+struct VerifierOptions {
+  SchemeKind kind = SchemeKind::iid;
+  bool without_replacement = false;     // rrs
+  int truncation = -1;                  // khisti
+  double max_work = 1e8;                // exact acceptances that enumerate prefixes or tuples
+  GlobalResolutionOptions global_resolution;
+  bool fallback = false;                // global_resolution
+};
+
+// The cost of one (p, q) row: a pass or two over it (light), or a sort, a search or a max-flow
+// (heavy, each row worth a thread).
+enum class RowWork { light, heavy };
+
+// Plans of the single-pass verifiers (views of the caller's rows).
+struct SpsPlan {
+  const double *p, *q;
+  int V;
+  void transport(const int* drafts, double* out) const { sps_transport(p, q, V, drafts[0], out); }
+  int sample(const int* drafts, Rng& rng) const { return sps_sample(p, q, V, drafts[0], rng); }
+};
+struct NaivePlan {
+  const double* p;
+  int V;
+  void transport(const int*, double* out) const { naive_transport(p, V, out); }
+  int sample(const int*, Rng& rng) const { return sample_index(p, V, rng); }
+};
+struct RrsPlan {
+  const double *p, *q;
+  int V, n;
+  bool without_replacement;
+  void transport(const int* drafts, double* out) const { rrs_transport(p, q, V, drafts, n, without_replacement, out); }
+};
+struct KSequentialPlan {  // rho* searched once per (p, q) row
+  KSequentialPlan(const double* p, const double* q, int V, int n) : p_(p), q_(q), V_(V), n_(n), k_(kseq_prepare(p, q, V, n)) {}
+  void transport(const int* drafts, double* out) const { kseq_transport(k_, p_, q_, V_, drafts, n_, out); }
+  const double *p_, *q_;
+  int V_, n_;
+  KSequential k_;
+};
+struct SpecHubPlan {  // residuals prepared once per (p, q) row
+  SpecHubPlan(const double* p, const double* q, int V) : p_(p), q_(q), V_(V), hub_(spechub_prepare(p, q, V)) {}
+  void transport(const int* drafts, double* out) const { spechub_transport(hub_, p_, q_, V_, drafts, out); }
+  const double *p_, *q_;
+  int V_;
+  SpecHub hub_;
+};
+
+// The registry: calls visit(work, make, acceptance) for `method`, where
+//   make(p, q, V, n) -> std::unique_ptr<Plan>   builds the plan of one (p, q) row, and
+//   acceptance(p, q, V, n) -> double            is the method's exact expected acceptance.
+// q is one row of V (or n rows for independent drafts); the options are those of the call.
+template <class Visit>
+decltype(auto) with_verifier(const std::string& method, const VerifierOptions& o, Visit visit) {
+  using P = const double*;
+  if (method == "sps")
+    return visit(RowWork::light, [](P p, P q, int V, int) { return std::make_unique<SpsPlan>(SpsPlan{p, q, V}); },
+                 [](P p, P q, int V, int) { return sps_acceptance(p, q, V); });
+  if (method == "naive")
+    return visit(RowWork::light, [](P p, P, int V, int) { return std::make_unique<NaivePlan>(NaivePlan{p, V}); },
+                 [](P p, P q, int V, int n) { return naive_acceptance(p, q, V, n); });
+  if (method == "rrs")  // without replacement, the acceptance sums over draft prefixes
+    return visit(o.without_replacement ? RowWork::heavy : RowWork::light,
+                 [&](P p, P q, int V, int n) { return std::make_unique<RrsPlan>(RrsPlan{p, q, V, n, o.without_replacement}); },
+                 [&](P p, P q, int V, int n) {
+                   return o.without_replacement ? rrs_without_replacement_acceptance(p, q, V, n, o.max_work)
+                                                : rrs_acceptance(p, q, V, n);
+                 });
+  if (method == "spectr")
+    return visit(RowWork::heavy, [](P p, P q, int V, int n) { return std::make_unique<KSequentialPlan>(p, q, V, n); },
+                 [](P p, P q, int V, int n) { return kseq_prepare(p, q, V, n).acceptance; });
+  if (method == "spechub")
+    return visit(RowWork::light, [](P p, P q, int V, int) { return std::make_unique<SpecHubPlan>(p, q, V); },
+                 [](P p, P q, int V, int) { return spechub_acceptance(p, q, V); });
+  if (method == "khisti")
+    return visit(RowWork::heavy,
+                 [&](P p, P q, int V, int n) { return std::make_unique<CanonicalDecomposition>(p, q, V, n, o.kind, o.truncation); },
+                 [&](P p, P q, int V, int n) { return CanonicalDecomposition(p, q, V, n, o.kind, o.truncation).acceptance(o.max_work); });
+  auto optimum = [&](P p, P q, int V, int n) { return optimal_subset(p, DraftScheme(o.kind, n, V, q)).alpha; };
+  if (method == "maxflow")
+    return visit(RowWork::heavy,
+                 [&](P p, P q, int V, int n) { return std::make_unique<RelaxedPlan>(p, q, V, o.kind, n, NetworkKind::sets); },
+                 optimum);
+  if (method == "maxflow_cs")
+    return visit(RowWork::heavy, [&](P p, P q, int V, int n) { return std::make_unique<SlacknessPlan>(p, q, V, o.kind, n); },
+                 optimum);
+  if (method == "global_resolution") {
+    auto make = [&](P p, P q, int V, int n) {
+      return std::make_unique<GlobalResolutionVerifierPlan>(p, q, V, n, o.global_resolution, o.fallback);
+    };
+    return visit(RowWork::heavy, make, [make](P p, P q, int V, int n) { return make(p, q, V, n)->alpha(); });
+  }
+  throw std::invalid_argument("internal: unknown verifier method '" + method + "'");
+}
+
+}  // namespace multidraft

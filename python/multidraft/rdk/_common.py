@@ -1,0 +1,64 @@
+"""Validation helpers shared by the RDK modules ([OOV])."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from .. import _core
+from .. import _validation as check
+
+_rdk = _core.rdk
+
+def _ids(x, name: str, size: int, allow_missing: bool = False) -> np.ndarray:
+    """1-D int64 token ids in [0, size) (or -1 where ``allow_missing``)."""
+    array = np.asarray(x)
+    if array.ndim != 1:
+        raise ValueError(f"'{name}' must be 1-D, got shape {array.shape}")
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"'{name}' must hold integer token ids, got dtype {array.dtype}")
+    array = np.ascontiguousarray(array, dtype=np.int64)
+    low = -1 if allow_missing else 0
+    bad = (array < low) | (array >= size)
+    if np.any(bad):
+        raise ValueError(f"'{name}' has id {int(array[bad][0])} at index {int(np.flatnonzero(bad)[0])} "
+                         f"out of range [{low}, {size})")
+    return array
+
+
+def _nonnegative_vector(x, name: str, size: Optional[int] = None) -> np.ndarray:
+    array = np.asarray(x)
+    if array.ndim != 1 or array.size == 0 or not (np.issubdtype(array.dtype, np.floating)
+                                                  or np.issubdtype(array.dtype, np.integer)):
+        raise ValueError(f"'{name}' must be a non-empty 1-D numeric array, got shape {array.shape}, dtype {array.dtype}")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    if size is not None and array.shape[0] != size:
+        raise ValueError(f"'{name}' has length {array.shape[0]}, expected {size}")
+    if not np.all(np.isfinite(array)) or np.any(array < 0):
+        where = int(np.flatnonzero(~np.isfinite(array) | (array < 0))[0])
+        raise ValueError(f"'{name}' must be finite and >= 0, got {array[where]!r} at index {where}")
+    return array
+
+
+def _rows(x, name: str) -> Tuple[np.ndarray, bool]:
+    """Probabilities as (B, V) float64 plus whether the caller passed a batch."""
+    array = check.probabilities(x, name)
+    return array.reshape(-1, array.shape[-1]), array.ndim == 2
+
+
+def _unbatch(x: np.ndarray, batched: bool):
+    return x if batched else x[0]
+
+
+def _calibration_samples(samples) -> np.ndarray:
+    array = np.asarray(samples)
+    if array.ndim != 2 or not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+        raise ValueError(f"'samples' must be a 2-D numeric array (contexts, V), got shape {array.shape}, "
+                         f"dtype {array.dtype}")
+    if array.shape[0] < 2 or array.shape[1] < 1:
+        raise ValueError(f"'samples' needs at least 2 contexts and 1 token, got shape {array.shape}")
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    if not np.all(np.isfinite(array)):
+        r, c = np.argwhere(~np.isfinite(array))[0]
+        raise ValueError(f"'samples' is not finite at index ({r}, {c})")
+    return array

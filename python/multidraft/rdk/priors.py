@@ -1,0 +1,49 @@
+"""First-order RDK ([OOV] Eq. 3) and its priors: the linear-time proposal and the unigram and
+leading-component priors it mixes in."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ._common import _calibration_samples, _nonnegative_vector, _rdk, _rows, _unbatch
+
+def taylor_proposal(q_prime, prior, n_eff: Optional[float] = None) -> np.ndarray:
+    """First-order RDK, [OOV] Eq. (3), verbatim: (V,) or (B, V).
+
+    theta = prior . q'; ptilde_t = (n_eff q'_t + theta prior_t) / (n_eff + prior_t); normalised.
+    ``prior`` (V,) >= 0 stands for the paper's p: a context-free prior (:func:`unigram_prior`,
+    :func:`leading_component_prior`), since the live target is unknown at draft time (spec A7);
+    passing the true p is an oracle, valid only for metrics. ``n_eff`` > 0 is the paper's N,
+    default V = ``|T|`` (faithful). Warning (spec A6, Theorem 5.4): ``||p_Taylor - q'||_1 <= 2/n_eff``
+    and ``|alpha_Taylor - alpha_TLI| <= 1/n_eff``; with n_eff = ``|T|`` it is TLI to ``~1/|T|``, and it
+    approximates M^T q' only when q' is close to uniform. O(V), no matrix.
+    """
+    rows, batched = _rows(q_prime, "q_prime")
+    V = rows.shape[1]
+    prior = _nonnegative_vector(prior, "prior", V)
+    n_eff = float(V if n_eff is None else n_eff)
+    if not np.isfinite(n_eff) or n_eff <= 0:
+        raise ValueError(f"'n_eff' must be a positive finite number, got {n_eff!r}")
+    return _unbatch(_rdk.taylor(rows, prior, n_eff), batched)
+
+
+def unigram_prior(token_counts) -> np.ndarray:
+    """The target unigram distribution from corpus counts (V,): counts / sum."""
+    counts = _nonnegative_vector(token_counts, "token_counts")
+    if counts.sum() <= 0:
+        raise ValueError("'token_counts' are all zero")
+    return counts / counts.sum()
+
+
+def leading_component_prior(samples) -> np.ndarray:
+    """The absolute value of the leading principal component of Omega, normalised to sum 1 (V,):
+    the proof of Theorem 5.4 assumes Omega is dominated by one component aligned with p.
+    ``samples`` (K, V) as in :func:`affinity_scores`; costs one thin SVD of the centred samples
+    (O(K^2 V))."""
+    samples = _calibration_samples(samples)
+    centred = samples - samples.mean(axis=0)
+    if not np.any(centred):
+        raise ValueError("'samples' do not vary across contexts: Omega is zero")
+    component = np.abs(np.linalg.svd(centred, full_matrices=False)[2][0])
+    return component / component.sum()

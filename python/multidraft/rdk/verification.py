@@ -1,0 +1,111 @@
+"""Verification with a proposal over the target vocabulary ([OOV]): speculative sampling with TLI,
+RDK or first-order RDK proposals, draft blocks, and the masked baseline's lossless discard sampler."""
+from __future__ import annotations
+
+from typing import Union
+
+import numpy as np
+
+from .. import _core
+from .. import _validation as check
+from ..verifiers import verifier
+from ._common import _rows, _unbatch
+
+def transport(p, proposal, drafts) -> np.ndarray:
+    """Exact output law of speculative sampling with ``proposal`` as the draft law: (V,) or (B, V).
+
+    Accept ratio min(1, p(d) / proposal(d)), residual (p - proposal)^+ over the whole target
+    vocabulary. ``drafts``: (1,) or (B, 1). Lossless: sum_d proposal(d) transport(p, proposal, d) = p.
+    """
+    return verifier("sps").transport(p, proposal, drafts)
+
+
+def verify(p, proposal, drafts, rng: check.RngLike = None):
+    """One verified token per row with ``proposal`` (TLI, RDK p', first-order RDK) used everywhere.
+
+    ``p``, ``proposal`` (V,) or (B, V); ``drafts`` (1,) or (B, 1), drawn from ``proposal``.
+    Returns ``(token, accepted)`` like :meth:`multidraft.Verifier.verify` (the ``"sps"`` verifier).
+    """
+    return verifier("sps").verify(p, proposal, drafts, rng)
+
+
+def verify_block(p, proposals, drafts, rng: check.RngLike = None) -> np.ndarray:
+    """Verify one draft block of lookahead L: the emitted tokens (between 1 and L + 1), int64.
+
+    ``p`` (L + 1, V): the target at the L + 1 positions of the drafted block (from one target
+    forward pass); ``proposals`` (L, V): the proposal each draft was sampled from; ``drafts`` (L,).
+    Drafts are verified in order by speculative sampling with the proposal; the first rejection
+    emits a residual token and ends the block; if all L are accepted the bonus token is drawn
+    from p[L] (spec §2.2).
+    """
+    p = check.probabilities(p, "p", ndims=(2,))
+    proposals = check.probabilities(proposals, "proposals", ndims=(2,))
+    L = proposals.shape[0]
+    if p.shape != (L + 1, proposals.shape[1]):
+        raise ValueError(f"'p' must be (L + 1, V) = ({L + 1}, {proposals.shape[1]}), got {p.shape}")
+    drafts = check.tokens(drafts, p.shape[1], L, ndims=(1,))
+    seeds = check.row_seeds(rng, L + 1)
+    emitted = []
+    for j in range(L):
+        token, accepted = verify(p[j], proposals[j], drafts[j:j + 1], int(seeds[j]))
+        emitted.append(token)
+        if not accepted:
+            return np.array(emitted, dtype=np.int64)
+    bonus = _core.sample_rows(p[L:], seeds[L:])
+    return np.array(emitted + [int(bonus[0])], dtype=np.int64)
+
+
+def _discard_extension(p, q_mask):
+    """The masked baseline as plain speculative sampling over V + 1 tokens: the extra token V holds
+    the dropped drafter mass 1 - q(I) and has target probability 0, so drafting it is always a
+    rejection and the residual is (p - q_mask)^+ (the "discard" scheme, spec §2.3).
+
+    Returns ``(p_ext, q_ext)`` as (B, V + 1) and whether the caller passed a batch."""
+    p2, batched = _rows(p, "p")
+    q = check.as_array(q_mask, "q_mask")[0]  # a CPU torch tensor too, like p
+    if q.shape != (p2.shape if batched else p2.shape[1:]):
+        raise ValueError(f"'q_mask' must have the shape of 'p' {np.shape(p)}, got {q.shape}")
+    q2 = np.asarray(q, dtype=np.float64).reshape(p2.shape)
+    if not np.all(np.isfinite(q2)) or np.any(q2 < 0) or np.any(q2.sum(axis=1) > 1 + check.SUM_TOLERANCE):
+        raise ValueError("'q_mask' must be finite, >= 0 and sum to at most 1 (the masked drafter mass q(I))")
+    dropped = np.maximum(1.0 - q2.sum(axis=1, keepdims=True), 0.0)
+    q_ext = np.hstack([q2, dropped])
+    q_ext /= q_ext.sum(axis=1, keepdims=True)  # only rescales round-off above 1
+    return np.hstack([p2, np.zeros((p2.shape[0], 1))]), q_ext, batched
+
+
+def _discard_drafts(drafts, V: int, batched: bool) -> np.ndarray:
+    """Drafts of the discard sampler, with -1 (a dropped drafter token) as the extra token V."""
+    d = np.asarray(drafts)
+    if d.ndim != (2 if batched else 1) or d.shape[-1] != 1:
+        raise ValueError(f"'drafts' must be {'(B, 1)' if batched else '(1,)'}, got shape {d.shape}")
+    return check.tokens(np.where(d == -1, V, d), V + 1, 1, ndims=(d.ndim,))
+
+
+def masked_transport(p, q_mask, drafts) -> np.ndarray:
+    """Exact output law of the masked baseline's discard sampler: (V,) or (B, V).
+
+    ``q_mask`` = :meth:`VocabularyMap.masked` (sums to q(I) <= 1); a draft is a shared target id,
+    or -1 when the unpruned drafter drew a token outside I (probability 1 - q(I)), which is an
+    immediate rejection. Residual (p - q_mask)^+; acceptance sum min(p, q_mask).
+    """
+    p_ext, q_ext, batched = _discard_extension(p, q_mask)
+    V = p_ext.shape[1] - 1
+    d = _discard_drafts(drafts, V, batched)
+    laws = verifier("sps").transport(p_ext, q_ext, d.reshape(-1, 1))
+    return _unbatch(laws[:, :V], batched)
+
+
+def masked_verify(p, q_mask, drafts, rng: check.RngLike = None):
+    """One verified token per row of the masked baseline (see :func:`masked_transport`)."""
+    p_ext, q_ext, batched = _discard_extension(p, q_mask)
+    d = _discard_drafts(drafts, p_ext.shape[1] - 1, batched)
+    token, accepted = verifier("sps").verify(p_ext, q_ext, d.reshape(-1, 1), rng)
+    return (token, accepted) if batched else (int(token[0]), bool(accepted[0]))
+
+
+def masked_acceptance(p, q_mask) -> Union[float, np.ndarray]:
+    """alpha_mask = sum min(p, q_mask) (q_mask not renormalised): float or (B,)."""
+    p_ext, q_ext, batched = _discard_extension(p, q_mask)
+    alpha = np.minimum(p_ext, q_ext).sum(axis=1)
+    return alpha if batched else float(alpha[0])
