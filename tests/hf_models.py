@@ -71,3 +71,30 @@ def sequence_law(model, prompt, length: int, temperature=1.0, top_k=None, top_p=
     steps = warp_probabilities(logits, temperature, top_k, top_p)  # (V**length, length, V)
     probs = np.prod(np.take_along_axis(steps, sequences[:, :, None], axis=2)[:, :, 0], axis=1)
     return sequences, probs
+
+
+def processed_sequence_law(model, prompt, length: int, processors):
+    """Exact law of the first ``length`` tokens that transformers samples under ``processors``
+    (applied at every step with that step's prefix): (sequences (V**length, length), probs)."""
+    V = model.config.vocab_size
+    sequences = np.array(list(itertools.product(range(V), repeat=length)), dtype=np.int64)
+    ids = torch.cat([torch.tensor(prompt).repeat(len(sequences), 1), torch.as_tensor(sequences)], 1)
+    with torch.inference_mode():
+        logits = model(input_ids=ids).logits[:, len(prompt) - 1: -1].float()
+    probs = np.ones(len(sequences))
+    for t in range(length):
+        scores = processors(ids[:, : len(prompt) + t], logits[:, t].clone())
+        step = torch.softmax(scores.double(), dim=-1).numpy()
+        probs *= step[np.arange(len(sequences)), sequences[:, t]]
+    return sequences, probs
+
+
+def word_tokenizer(V: int):
+    """A whitespace word-level tokenizer of V words (for streamers and stop strings)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.WordLevel(vocab={f"w{i}": i for i in range(V)}, unk_token="w0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.WordPiece()  # joins words with spaces
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer)

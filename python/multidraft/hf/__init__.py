@@ -220,8 +220,6 @@ def _run(s: _Setup) -> Tuple[torch.Tensor, GenerationStats]:
     """The generation loop (module docstring): (sequences (B, T + N), statistics)."""
     layouts = check_model(s.target, "target"), check_model(s.draft, "draft_model")
     V = _vocabulary(s.target, s.draft)
-    if s.streamer is not None and len(s.prompts) != 1:
-        raise ValueError(f"a streamer takes one prompt at a time, got a batch of {len(s.prompts)}")
     B = len(s.prompts)
     rows = [s.ids[b].tolist() for b in range(B)]  # grows with the new tokens
     generators = _row_generators(s.seed, B)
@@ -452,7 +450,9 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
         stopping.append(EosTokenCriteria(_token_ids(eos_token_id, "eos_token_id")))
     if pad_token_id is None:
         pad_token_id = getattr(target.config, "pad_token_id", None) or 0
-    if streamer is not None:
+    if streamer is not None:  # transformers' streamers take one row
+        if len(prompts) != 1:
+            raise ValueError(f"a streamer takes one prompt at a time, got a batch of {len(prompts)}")
         streamer.put(ids)
     setup = _Setup(target, draft, ids, prompts, law, stopping, n, L, _verifier(verifier, n), draft_top_k, seed,
                    int(pad_token_id), streamer, bool(kv_cache))

@@ -51,8 +51,9 @@ def check_model(model, role: str) -> Dict[str, Optional[int]]:
     config = getattr(model, "config", None)
     if config is None or not callable(model):
         raise ValueError(f"'{role}' must be a transformers causal LM, got {type(model).__name__}")
+    standard = {"past_key_values", "position_ids", "attention_mask"} <= set(inspect.signature(model.forward).parameters)
     supports = getattr(type(model), "_supports_default_dynamic_cache", None)
-    if supports is not None and not supports():
+    if not standard or (supports is not None and not supports()):
         raise ValueError(f"'{role}' ({type(model).__name__}) has no standard key/value cache "
                          "(recurrent or custom cache): multidraft.hf cannot serve it")
     implementation = getattr(config, "_attn_implementation", None)
