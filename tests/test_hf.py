@@ -116,11 +116,14 @@ def test_greedy_is_the_target_greedy_output(family, eos, pairs):
     draft (every draft accepted); the model's generation config gives do_sample=False."""
     target, draft = pairs[family]
     greedy = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0, eos_token_id=eos)
+    penalised = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0,
+                                eos_token_id=eos, repetition_penalty=1.5)  # per-row processor state
     for drafter, name, n, L in [(draft, "otlp", 3, 3), (target, "sps", 1, 4), (target, "spechub", 2, 2)]:
-        ours = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0, eos_token_id=eos,
-                               custom_generate=hf.decode, draft_model=drafter, num_drafts=n, draft_length=L,
-                               verifier=name)
-        assert torch.equal(ours, greedy), (name, n, L)
+        for penalty, expected in ((1.0, greedy), (1.5, penalised)):
+            ours = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0,
+                                   eos_token_id=eos, repetition_penalty=penalty, custom_generate=hf.decode,
+                                   draft_model=drafter, num_drafts=n, draft_length=L, verifier=name)
+            assert torch.equal(ours, expected), (name, n, L, penalty)
         low = hf.generate(target, drafter, LEFT_PADDED, 14, attention_mask=MASK, num_drafts=n, draft_length=L,
                           verifier=name, temperature=0, eos_token_id=eos, pad_token_id=0)
         assert torch.equal(low.sequences, greedy), (name, n, L)

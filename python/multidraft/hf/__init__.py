@@ -342,21 +342,22 @@ def _draft_round(s: _Setup, cache: TreeCache, pending, active, rows, rngs, V: in
     drafts = np.zeros((R, n, L), dtype=np.int64)
     q = np.zeros((R, n, L, V))
     groups: List[Groups] = [[] for _ in range(R)]
+    owners = [b for b in active for _ in range(n)]  # the batch row of each (row, chain)
     for j in range(L):
         if j == 0:
             prefixes = None if not s.law.uses_prefixes else [rows[b] for b in active]
-            q[:, :, 0] = _draft_law(s, logits, prefixes, V)[:, None]
+            q[:, :, 0] = _draft_law(s, logits, prefixes, active, V)[:, None]
         else:
             slots = _tree(drafts, active, len(pending), start, slice(j - 1, j), cache.device, s.pad_token_id)
             logits = cache.forward(*slots, keep=n)[active].reshape(R * n, -1)
-            q[:, :, j] = _draft_law(s, logits, _prefixes(s, rows, active, drafts, j), V).reshape(R, n, V)
+            q[:, :, j] = _draft_law(s, logits, _prefixes(s, rows, active, drafts, j), owners, V).reshape(R, n, V)
         for r in range(R):
             groups[r].append(_draw_level(s.verifier, drafts[r], q[r, :, j], j, rngs[r]))
     return drafts, q, groups
 
 
-def _draft_law(s: _Setup, logits: torch.Tensor, prefixes, V: int) -> np.ndarray:
-    return truncate_draft(s.law(_fit(logits, V), prefixes), s.draft_top_k)
+def _draft_law(s: _Setup, logits: torch.Tensor, prefixes, owners, V: int) -> np.ndarray:
+    return truncate_draft(s.law(_fit(logits, V), prefixes, owners), s.draft_top_k)
 
 
 def _draw_level(v: Verifier, drafts: np.ndarray, q_j: np.ndarray, j: int, rng) -> Dict:
@@ -385,10 +386,12 @@ def _score_round(s: _Setup, cache: TreeCache, pending, active, rows, drafts: np.
     if logits.shape[-1] != V:
         raise ValueError(f"the target returned {logits.shape[-1]} logits, its LM head has {V} rows")
     p = np.zeros((R, n, L + 1, V))
-    p[:, :, 0] = s.law(logits[:, 0], None if not s.law.uses_prefixes else [rows[b] for b in active])[:, None]
+    p[:, :, 0] = s.law(logits[:, 0], None if not s.law.uses_prefixes else [rows[b] for b in active], active)[:, None]
     tree = logits[:, 1:].reshape(R, n, L, V)
+    owners = [b for b in active for _ in range(n)]
     for j in range(L):
-        p[:, :, j + 1] = s.law(tree[:, :, j].reshape(R * n, V), _prefixes(s, rows, active, drafts, j + 1)).reshape(R, n, V)
+        prefixes = _prefixes(s, rows, active, drafts, j + 1)
+        p[:, :, j + 1] = s.law(tree[:, :, j].reshape(R * n, V), prefixes, owners).reshape(R, n, V)
     return p
 
 
@@ -507,7 +510,7 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
     if seed is None:
         seed = int(torch.randint(0, 2**62, ()))
     pad = generation_config._pad_token_tensor
-    setup = _Setup(model, draft_model, ids, prompts, processor_law(logits_processor, not generation_config.do_sample),
+    setup = _Setup(model, draft_model, ids, prompts, processor_law(logits_processor, not generation_config.do_sample, len(prompts)),
                    stopping_criteria, n, L, _verifier(verifier, n), draft_top_k, seed,
                    0 if pad is None else int(pad), _caller_streamer())
     sequences, stats = _run(setup)

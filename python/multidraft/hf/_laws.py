@@ -86,35 +86,74 @@ def sampling_options(temperature, top_k, top_p):
 
 
 class Law:
-    """``law(logits (N, V) tensor, prefixes) -> (N, V) float64``; ``prefixes`` (N lists of token
-    ids, the full row as transformers sees it, left padding included) is only built when
-    ``uses_prefixes`` (logits processors read them; temperature/top-k/top-p do not)."""
+    """``law(logits (N, V) tensor, prefixes, owners) -> (N, V) float64``. ``prefixes``: N lists of
+    token ids (the full row as transformers sees it, left padding included), built only when
+    ``uses_prefixes`` (processors read them; temperature/top-k/top-p do not); ``owners``: the
+    batch row of each of the N positions (processors may keep per-row state)."""
 
     def __init__(self, function: Callable, uses_prefixes: bool):
         self.function, self.uses_prefixes = function, uses_prefixes
 
-    def __call__(self, logits: torch.Tensor, prefixes: Optional[Sequence[List[int]]]) -> np.ndarray:
-        return self.function(logits, prefixes)
+    def __call__(self, logits: torch.Tensor, prefixes: Optional[Sequence[List[int]]],
+                 owners: Sequence[int]) -> np.ndarray:
+        return self.function(logits, prefixes, owners)
 
 
 def warp_law(temperature: float, top_k: Optional[int], top_p: Optional[float]) -> Law:
-    return Law(lambda logits, _: warp_probabilities(logits, temperature, top_k, top_p), uses_prefixes=False)
+    return Law(lambda logits, *_: warp_probabilities(logits, temperature, top_k, top_p), uses_prefixes=False)
 
 
-def processor_law(processors, greedy: bool) -> Law:
+#: Processors whose output row depends on that row's ids and scores only: any batch will do.
+_ROW_WISE = ("TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper",
+             "TypicalLogitsWarper", "EpsilonLogitsWarper", "EtaLogitsWarper", "TopHLogitsWarper",
+             "NoRepeatNGramLogitsProcessor", "NoBadWordsLogitsProcessor", "MinLengthLogitsProcessor",
+             "MinNewTokensLengthLogitsProcessor", "SuppressTokensLogitsProcessor",
+             "SuppressTokensAtBeginLogitsProcessor", "SequenceBiasLogitsProcessor", "InfNanRemoveLogitsProcessor",
+             "ExponentialDecayLengthPenalty")
+
+
+def _row_wise(processor) -> bool:
+    name = type(processor).__name__
+    if name == "RepetitionPenaltyLogitsProcessor":  # per-row prompt padding lengths are batch state
+        return not isinstance(processor.prompt_ignore_length, torch.Tensor)
+    return name in _ROW_WISE
+
+
+def processor_law(processors, greedy: bool, rows: int) -> Law:
     """The law transformers samples from: the processors on float32 logits, then argmax (greedy)
-    or softmax. Prefixes of equal length share one processor call (processors take rectangles)."""
+    or softmax. Processors take rectangles, so positions are processed in groups of equal prefix
+    length; a processor that may keep per-row state (e.g. the repetition penalty's prompt padding
+    of a left-padded batch) gets batches of exactly ``rows`` rows, each position in its own row
+    (the other rows repeat one of them and are discarded)."""
+    row_wise = all(_row_wise(p) for p in processors)
 
-    def law(logits: torch.Tensor, prefixes: Sequence[List[int]]) -> np.ndarray:
+    def law(logits: torch.Tensor, prefixes, owners) -> np.ndarray:
         scores = logits.detach().to(torch.float32).clone()
-        by_length = {}
-        for i, prefix in enumerate(prefixes or ()):  # None: no processor to run
-            by_length.setdefault(len(prefix), []).append(i)
-        for rows in by_length.values():
-            index = torch.tensor(rows, device=scores.device)
-            ids = torch.tensor([prefixes[i] for i in rows], dtype=torch.long, device=scores.device)
-            scores[index] = processors(ids, scores[index])
+        for group in _calls(prefixes or (), owners, row_wise):  # no prefixes: no processor to run
+            ids = torch.tensor([prefixes[i] for i in group], dtype=torch.long, device=scores.device)
+            index = torch.tensor(group, device=scores.device)
+            if row_wise:
+                scores[index] = processors(ids, scores[index])
+                continue
+            batch_ids, batch_scores = ids[:1].repeat(rows, 1), scores[index[:1]].repeat(rows, 1)
+            where = torch.tensor([owners[i] for i in group], device=scores.device)
+            batch_ids[where], batch_scores[where] = ids, scores[index]
+            scores[index] = processors(batch_ids, batch_scores)[where]
         x = scores.cpu().numpy()
         return _one_hot_argmax(x) if greedy else softmax(x)
 
     return Law(law, uses_prefixes=len(processors) > 0)
+
+
+def _calls(prefixes: Sequence[List[int]], owners: Sequence[int], row_wise: bool) -> List[List[int]]:
+    """Groups of positions processed by one call: equal prefix lengths, and unless ``row_wise``
+    at most one position per batch row."""
+    groups: dict = {}
+    for i, prefix in enumerate(prefixes):
+        layers = groups.setdefault(len(prefix), [])
+        layer = next((g for g in layers if row_wise or all(owners[k] != owners[i] for k in g)), None)
+        if layer is None:
+            layers.append([i])
+        else:
+            layer.append(i)
+    return [group for layers in groups.values() for group in layers]
