@@ -328,3 +328,15 @@ def test_model_generate_guide_runs_as_written():
     assert blocks
     for block in blocks:
         exec(compile(block, str(guide), "exec"), {})
+
+
+def test_generation_benchmark_runs_on_tiny_models(pairs):
+    from multidraft.bench.hf import compare, format_rows
+
+    target, draft = pairs["llama"]
+    rows = compare(target, draft, torch.tensor([PROMPT]), new_tokens=6, repeats=1, configs=[("otlp", 2)],
+                   draft_length=3, draft_top_k=4)
+    assert [r["method"] for r in rows] == ["target.generate", "transformers assisted", "multidraft otlp"]
+    assert rows[0]["tokens_per_pass"] == 1.0 and rows[2]["tokens_per_pass"] >= 1.0
+    assert rows[2]["target_positions_per_round"] >= 1 + 2 * 3  # the new token and n * L drafts
+    assert "| multidraft otlp | 2 |" in format_rows(rows)
