@@ -212,6 +212,7 @@ class _Setup:
     draft_top_k: Optional[int]
     seed: object
     pad_token_id: int
+    max_length: Optional[int] = None   # rows end there: later draft positions would be wasted
     streamer: object = None
     kv_cache: bool = True
 
@@ -233,14 +234,19 @@ def _run(s: _Setup) -> Tuple[torch.Tensor, GenerationStats]:
                 caches = TreeCache(s.draft, layouts[1], B), TreeCache(s.target, layouts[0], B)
                 pending = [[[] if done[b] else s.prompts[b] + new[b] for b in range(B)] for _ in caches]
             active = [b for b in range(B) if not done[b]]
+            limits = [_draft_limit(s, rows[b]) for b in active]
+            fed = max(limits) - 1  # draft positions the draft model reads (the last one it does not)
             start = time.perf_counter()
-            drafts, q, groups = _draft_round(s, caches[0], pending[0], active, rows, [generators[b] for b in active], V)
+            drafts, q, groups = _draft_round(s, caches[0], pending[0], active, rows, [generators[b] for b in active],
+                                             V, limits)
             middle = time.perf_counter()
-            p = _score_round(s, caches[1], pending[1], active, rows, drafts, V)
+            p = _score_round(s, caches[1], pending[1], active, rows, drafts, V, limits)
             end = time.perf_counter()
             chains, accepted = [0] * B, [0] * B
             for r, b in enumerate(active):
-                tokens, chains[b] = _verify_row(drafts[r], q[r], p[r], groups[r], generators[b], stats)
+                lim = limits[r]
+                tokens, chains[b] = _verify_row(drafts[r, :, :lim], q[r, :, :lim], p[r, :, : lim + 1], groups[r],
+                                                generators[b], stats)
                 accepted[b] = len(tokens) - 1  # every token but the last is an accepted draft token
                 kept, done[b] = _until_stop(s.stopping, rows[b], tokens)
                 rows[b] += kept
@@ -249,7 +255,7 @@ def _run(s: _Setup) -> Tuple[torch.Tensor, GenerationStats]:
                 if s.streamer is not None and kept:
                     s.streamer.put(torch.tensor(kept))
                 pending[1][b] = [] if done[b] else tokens[-1:]
-                pending[0][b] = [] if done[b] else tokens[min(accepted[b], s.L - 1):]  # the draft saw L - 1
+                pending[0][b] = [] if done[b] else tokens[min(accepted[b], fed):]
             stats.verify_seconds += time.perf_counter() - end
             stats.draft_seconds += middle - start
             stats.target_seconds += end - middle
@@ -257,7 +263,7 @@ def _run(s: _Setup) -> Tuple[torch.Tensor, GenerationStats]:
             stats.target_calls += 1
             alive = [not d for d in done]
             if s.kv_cache:
-                caches[0].commit(chains, [min(a, s.L - 1) for a in accepted], alive)
+                caches[0].commit(chains, [min(a, fed) for a in accepted], alive)
                 caches[1].commit(chains, accepted, alive)
             else:
                 stats.draft_positions += caches[0].positions_computed
@@ -300,17 +306,25 @@ def _chunk(pending: List[List[int]], cache: TreeCache, pad_id: int):
     return ids.to(device), valid.to(device), pos.to(device), torch.full((B, width), -1, device=device)
 
 
-def _tree(drafts: np.ndarray, active: List[int], B: int, start: torch.Tensor, levels: slice, device, pad_id: int):
+def _draft_limit(s: _Setup, row: List[int]) -> int:
+    """Draft tokens worth drawing for a row this round: ``L``, or fewer near ``max_length``
+    (so that no position id runs past what the row can reach)."""
+    return s.L if s.max_length is None else max(1, min(s.L, s.max_length - len(row) - 1))
+
+
+def _tree(drafts: np.ndarray, active: List[int], B: int, start: torch.Tensor, levels: slice, limits, device,
+          pad_id: int):
     """Draft chains as slots (B, n * l): chain-major, levels ``levels`` of every chain, position
-    ids ``start[b] + level``; rows not ``active`` get padding slots."""
+    ids ``start[b] + level``; rows not ``active`` and levels at or past a row's limit get padding
+    slots."""
     n = drafts.shape[1]
     chosen = drafts[:, :, levels]
     l = chosen.shape[2]
     ids = torch.full((B, n, l), pad_id, dtype=torch.long)
     ids[active] = torch.as_tensor(chosen)
-    valid = torch.zeros((B, n, l), dtype=torch.bool)
-    valid[active] = True
     level = torch.arange(levels.start or 0, (levels.start or 0) + l)
+    valid = torch.zeros((B, n, l), dtype=torch.bool)
+    valid[active] = (level[None, :] < torch.tensor(limits)[:, None])[:, None, :]
     pos = start.cpu()[:, None, None] + level[None, None, :]
     chain = torch.arange(n)[None, :, None].expand(B, n, l)
     flat = lambda x: x.reshape(B, n * l).to(device)
@@ -329,13 +343,15 @@ def _prefixes(s: _Setup, rows, active, drafts: np.ndarray, j: int) -> Optional[L
 Groups = List[Dict[Tuple[int, ...], Tuple[np.ndarray, Verifier]]]
 
 
-def _draft_round(s: _Setup, cache: TreeCache, pending, active, rows, rngs, V: int):
-    """Draw n draft sequences of L tokens per active row, grouped by prefix (module docstring).
+def _draft_round(s: _Setup, cache: TreeCache, pending, active, rows, rngs, V: int, limits: List[int]):
+    """Draw n draft sequences of ``limits[r]`` tokens per active row, grouped by prefix (module
+    docstring).
 
-    Returns ``drafts`` (R, n, L) int64, ``q`` (R, n, L, V) float64 (the draft law each token was
-    drawn from) and ``groups`` (per row, see :data:`Groups`).
+    Returns ``drafts`` (R, n, L) int64 (L the largest limit; zeros past a row's limit), ``q``
+    (R, n, L, V) float64 (the draft law each token was drawn from) and ``groups`` (per row, see
+    :data:`Groups`).
     """
-    R, n, L = len(active), s.n, s.L
+    R, n, L = len(active), s.n, max(limits)
     chunk = _chunk(pending, cache, s.pad_token_id)
     logits = cache.forward(*chunk, keep=1)[active, -1]  # (R, V): level 0 is shared by every chain
     start = chunk[2][:, -1] + 1  # position of level 0
@@ -348,11 +364,12 @@ def _draft_round(s: _Setup, cache: TreeCache, pending, active, rows, rngs, V: in
             prefixes = None if not s.law.uses_prefixes else [rows[b] for b in active]
             q[:, :, 0] = _draft_law(s, logits, prefixes, active, V)[:, None]
         else:
-            slots = _tree(drafts, active, len(pending), start, slice(j - 1, j), cache.device, s.pad_token_id)
+            slots = _tree(drafts, active, len(pending), start, slice(j - 1, j), limits, cache.device, s.pad_token_id)
             logits = cache.forward(*slots, keep=n)[active].reshape(R * n, -1)
             q[:, :, j] = _draft_law(s, logits, _prefixes(s, rows, active, drafts, j), owners, V).reshape(R, n, V)
         for r in range(R):
-            groups[r].append(_draw_level(s.verifier, drafts[r], q[r, :, j], j, rngs[r]))
+            if j < limits[r]:
+                groups[r].append(_draw_level(s.verifier, drafts[r], q[r, :, j], j, rngs[r]))
     return drafts, q, groups
 
 
@@ -376,12 +393,13 @@ def _draw_level(v: Verifier, drafts: np.ndarray, q_j: np.ndarray, j: int, rng) -
     return level
 
 
-def _score_round(s: _Setup, cache: TreeCache, pending, active, rows, drafts: np.ndarray, V: int) -> np.ndarray:
+def _score_round(s: _Setup, cache: TreeCache, pending, active, rows, drafts: np.ndarray, V: int,
+                 limits: List[int]) -> np.ndarray:
     """Target laws (R, n, L + 1, V) after each draft prefix, in ONE forward pass."""
     R, n, L = drafts.shape
     chunk = _chunk(pending, cache, s.pad_token_id)
     start = chunk[2][:, -1] + 1
-    slots = _tree(drafts, active, len(pending), start, slice(0, L), cache.device, s.pad_token_id)
+    slots = _tree(drafts, active, len(pending), start, slice(0, L), limits, cache.device, s.pad_token_id)
     logits = cache.forward(*(torch.cat(pair, dim=1) for pair in zip(chunk, slots)), keep=n * L + 1)[active]
     if logits.shape[-1] != V:
         raise ValueError(f"the target returned {logits.shape[-1]} logits, its LM head has {V} rows")
@@ -458,7 +476,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
             raise ValueError(f"a streamer takes one prompt at a time, got a batch of {len(prompts)}")
         streamer.put(ids)
     setup = _Setup(target, draft, ids, prompts, law, stopping, n, L, _verifier(verifier, n), draft_top_k, seed,
-                   int(pad_token_id), streamer, bool(kv_cache))
+                   int(pad_token_id), ids.shape[1] + max_new_tokens, streamer, bool(kv_cache))
     if max_new_tokens == 0:
         check_model(target, "target"), check_model(draft, "draft_model"), _vocabulary(target, draft)
         return GenerationResult(ids, GenerationStats(n, L, setup.verifier.name))
@@ -512,7 +530,7 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
     pad = generation_config._pad_token_tensor
     setup = _Setup(model, draft_model, ids, prompts, processor_law(logits_processor, not generation_config.do_sample, len(prompts)),
                    stopping_criteria, n, L, _verifier(verifier, n), draft_top_k, seed,
-                   0 if pad is None else int(pad), _caller_streamer())
+                   0 if pad is None else int(pad), generation_config.max_length, _caller_streamer())
     sequences, stats = _run(setup)
     sequences = sequences.to(input_ids.device)
     return MultiDraftOutput(sequences=sequences, multidraft=stats) if generation_config.return_dict_in_generate \
