@@ -302,12 +302,16 @@ def test_decode_refuses_what_it_does_not_do(kwargs, message, pairs):
 
 
 def test_models_without_an_exact_cache_are_refused():
-    from transformers import MambaConfig, MambaForCausalLM
+    from transformers import FalconConfig, FalconForCausalLM, MambaConfig, MambaForCausalLM
 
     target = tiny_model("llama", 0)
     recurrent = MambaForCausalLM(MambaConfig(vocab_size=10, hidden_size=16, num_hidden_layers=1, state_size=4))
     with pytest.raises(ValueError, match="no standard key/value cache"):
         hf.generate(target, recurrent, torch.tensor([PROMPT]), 4)
+    alibi = FalconForCausalLM(FalconConfig(vocab_size=10, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                           alibi=True))
+    with pytest.raises(ValueError, match="ALiBi"):
+        hf.generate(alibi, target, torch.tensor([PROMPT]), 4)
     flex = tiny_model("llama", 1)
     flex.set_attn_implementation("flex_attention")
     with pytest.raises(ValueError, match="attn_implementation='flex_attention'"):

@@ -32,6 +32,8 @@ def _attention_layout(config) -> Dict[str, Optional[int]]:
     name = type(config).__name__
     if getattr(config, "is_encoder_decoder", False):
         raise ValueError(f"multidraft.hf serves decoder-only models; {name} is an encoder-decoder model")
+    if getattr(config, "alibi", False):  # its biases follow 2-D mask slots, not position ids
+        raise ValueError(f"{name} uses ALiBi position biases, which multidraft.hf cannot lay out exactly")
     if getattr(config, "attention_chunk_size", None):
         raise ValueError(f"{name} uses chunked attention, which multidraft.hf cannot lay out exactly")
     window = getattr(config, "sliding_window", None)
