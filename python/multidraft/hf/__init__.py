@@ -266,12 +266,10 @@ def _run(s: _Setup) -> Tuple[torch.Tensor, GenerationStats]:
                 caches[0].commit(chains, [min(a, fed) for a in accepted], alive)
                 caches[1].commit(chains, accepted, alive)
             else:
-                stats.draft_positions += caches[0].positions_computed
-                stats.target_positions += caches[1].positions_computed
+                _count_positions(stats, caches)
                 caches = None
     if caches is not None:
-        stats.draft_positions += caches[0].positions_computed
-        stats.target_positions += caches[1].positions_computed
+        _count_positions(stats, caches)
     if s.streamer is not None:
         s.streamer.end()
     width = max(len(t) for t in new)
@@ -279,6 +277,11 @@ def _run(s: _Setup) -> Tuple[torch.Tensor, GenerationStats]:
     for b in range(B):
         tail[b, : len(new[b])] = torch.tensor(new[b], dtype=torch.long)
     return torch.cat([s.ids, tail], dim=1), stats
+
+
+def _count_positions(stats: GenerationStats, caches: Tuple[TreeCache, TreeCache]) -> None:
+    stats.draft_positions += caches[0].positions_computed
+    stats.target_positions += caches[1].positions_computed
 
 
 def _until_stop(stopping, row: List[int], tokens: List[int]) -> Tuple[List[int], bool]:
