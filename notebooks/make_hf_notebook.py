@@ -11,9 +11,10 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 CELLS = [
     new_markdown_cell(
         "# Multi-draft speculative sampling in a `transformers` generation loop\n\n"
-        "`multidraft.hf.generate` drafts `n` sequences of `L` tokens with a small draft model (one batch), "
-        "scores them with ONE target forward pass, and verifies them position by position with any verifier "
-        "of the registry, so the output is distributed exactly as sampling from the target. This notebook "
+        "`target.generate(..., custom_generate=multidraft.hf.decode, draft_model=draft)` drafts `n` sequences "
+        "of `L` tokens with a small draft model, scores them with ONE target forward pass, and verifies them "
+        "position by position with any verifier of the registry, so the output is distributed exactly as "
+        "`target.generate` would sample it (its logits processors and stopping criteria included). This notebook "
         "compares verifiers and `n` by **tokens per target forward pass** and **wall time**, against plain "
         "target sampling and against `transformers`' own assisted generation (`assistant_model=`).\n\n"
         "Models: the pair trained by `scripts/train_pair.py` (King James Bible, BPE vocabulary of 2048) when "
@@ -56,8 +57,7 @@ CELLS = [
         "## Baselines: plain target sampling and `transformers` assisted generation\n\n"
         "A forward hook counts the target's forward passes. Plain sampling makes one per token; assisted "
         "generation (single draft, `transformers`' own speculative sampling) makes fewer. Every run "
-        "generates exactly `NEW_TOKENS` tokens (`min_new_tokens` for `transformers`; our loop does not stop "
-        "at the end-of-text token unless given `eos_token_id`)."
+        "generates exactly `NEW_TOKENS` tokens (`min_new_tokens`, a logits processor that `decode` honours too)."
     ),
     new_code_cell(
         "calls = {'n': 0}\n"
@@ -84,12 +84,16 @@ CELLS = [
     ),
     new_markdown_cell(
         "## Every verifier, n in {1, 2, 4}, draft length 4\n\n"
-        "`stats.tokens_per_target_pass` counts generated tokens per target forward pass; the time split "
+        "`multidraft.hf.decode` runs inside `target.generate` with the same arguments as the baselines; "
+        "`return_dict_in_generate=True` adds its statistics (`out.multidraft`). "
+        "`tokens_per_target_pass` counts generated tokens per target forward pass; the time split "
         "shows where the wall time goes (draft model and draft sampling, target pass, verification). "
         "Drafts come from the draft's 16 most probable tokens (`draft_top_k`: the verifier sees the same "
         "truncated draft law and the target is untouched, so the output law does not change), which keeps "
         "the exact optimal-transport verifiers cheap at a real vocabulary. Both models keep their KV caches "
-        "across rounds; the last cell measures re-encoding instead (`kv_cache=False`)."
+        "across rounds (one row per prompt, the drafts as chains under a 4-D attention mask, the accepted "
+        "chain kept); the next cell measures re-encoding every round instead (`kv_cache=False` of the "
+        "lower-level `hf.generate`, same loop)."
     ),
     new_code_cell(
         "DRAFT_TOP_K = 16  # drafts from the draft's 16 most probable tokens: exact verifiers stay cheap\n"
@@ -99,10 +103,10 @@ CELLS = [
         "    CONFIGS = [('sps', 1), ('otlp', 2), ('spechub', 2), ('rrs_without_replacement', 4)]\n"
         "results = {}\n"
         "for name, n in CONFIGS:\n"
-        "    seconds, _, outputs = timed(lambda i: hf.generate(target, draft, prompt, NEW_TOKENS, num_drafts=n,\n"
-        "                                                     draft_length=4, verifier=name, seed=i,\n"
-        "                                                     draft_top_k=DRAFT_TOP_K))\n"
-        "    stats = [o.stats for o in outputs]  # summed over the REPEATS runs\n"
+        "    seconds, _, outputs = timed(lambda i: target.generate(\n"
+        "        prompt, custom_generate=hf.decode, draft_model=draft, num_drafts=n, draft_length=4, verifier=name,\n"
+        "        seed=i, draft_top_k=DRAFT_TOP_K, return_dict_in_generate=True, **common))\n"
+        "    stats = [o.multidraft for o in outputs]  # summed over the REPEATS runs\n"
         "    per_pass = sum(s.new_tokens for s in stats) / sum(s.row_rounds for s in stats)\n"
         "    acceptance = sum(s.accepted for s in stats) / np.maximum(sum(s.reached for s in stats), 1)\n"
         "    split = [np.median([getattr(s, f'{part}_seconds') for s in stats]) for part in ('draft', 'target', 'verify')]\n"
@@ -132,21 +136,22 @@ CELLS = [
         "                                                     kv_cache=kv_cache))\n"
         "    s = outputs[0].stats\n"
         "    print(f'kv_cache={kv_cache!s:5}  wall {seconds:.3f} s  target {s.target_seconds:.3f} s  '\n"
-        "          f'draft {s.draft_seconds:.3f} s  tokens/target pass {s.tokens_per_target_pass:.2f}')"
+        "          f'draft {s.draft_seconds:.3f} s  tokens/target pass {s.tokens_per_target_pass:.2f}  '\n"
+        "          f'target positions per round {s.target_positions / s.row_rounds:.1f}')"
     ),
-    new_markdown_cell("## Temperature 0 reproduces the target's greedy output exactly"),
+    new_markdown_cell("## `do_sample=False` reproduces `target.generate` token for token"),
     new_code_cell(
         "greedy = target.generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0,\n"
         "                         attention_mask=torch.ones_like(prompt))\n"
-        "EOS = target.generation_config.eos_token_id  # greedy search stops there; so does ours when told\n"
-        "ours = hf.generate(target, draft, prompt, NEW_TOKENS, num_drafts=2, verifier='otlp', temperature=0,\n"
-        "                   eos_token_id=EOS, pad_token_id=0).sequences\n"
-        "assert torch.equal(ours[:, :greedy.shape[1]], greedy) and bool((ours[:, greedy.shape[1]:] == 0).all())\n"
+        "ours = target.generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=0,\n"
+        "                       attention_mask=torch.ones_like(prompt), custom_generate=hf.decode, draft_model=draft,\n"
+        "                       num_drafts=2, verifier='otlp')\n"
+        "assert torch.equal(ours, greedy)  # stops at the same end-of-text token, token for token\n"
         "if tokenizer is not None:\n"
         "    print(tokenizer.decode(ours[0]))\n"
-        "    sampled = hf.generate(target, draft, prompt, NEW_TOKENS, num_drafts=4, verifier='otlp', seed=0,\n"
-        "                          draft_top_k=DRAFT_TOP_K)\n"
-        "    print(tokenizer.decode(sampled.sequences[0]))"
+        "    sampled = target.generate(prompt, custom_generate=hf.decode, draft_model=draft, num_drafts=4,\n"
+        "                              verifier='otlp', seed=0, draft_top_k=DRAFT_TOP_K, **common)\n"
+        "    print(tokenizer.decode(sampled[0]))"
     ),
 ]
 

@@ -2,33 +2,58 @@
 
 Weights are drawn with a large ``initializer_range`` so that next-token distributions are far from
 uniform and differ between target and draft (a near-uniform pair would make the tests blind).
+Families cover the attention layouts multidraft.hf must keep exact: absolute positions (GPT-2),
+rotary (Llama, GPT-NeoX), a sliding window on every layer (Mistral, window 4, shorter than the
+outputs), alternating sliding and full layers with soft-capping (Gemma 2) and sliding layers
+above full ones (Qwen2).
 """
 import itertools
 
 import numpy as np
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (Gemma2Config, Gemma2ForCausalLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
+                          GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM)
 
 from multidraft.hf import warp_probabilities
 
 # Tiny models run fastest on one thread, and several threads crawl when the cores are shared.
 torch.set_num_threads(1)
 
-FAMILIES = ("gpt2", "llama")
-VOCAB = {"gpt2": 8, "llama": 10}
+FAMILIES = ("gpt2", "llama", "mistral", "gemma2", "qwen2", "gpt_neox")
+VOCAB = {"gpt2": 8, "llama": 10, "mistral": 9, "gemma2": 8, "qwen2": 9, "gpt_neox": 8}
+WINDOW = 4  # sliding window of Mistral, Gemma 2 and Qwen2: shorter than the generated texts
+
+_ROTARY = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1,
+               max_position_embeddings=64, initializer_range=0.5, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+
+
+def _config(family: str, V: int, layers: int):
+    if family == "gpt2":
+        return GPT2LMHeadModel, GPT2Config(vocab_size=V, n_positions=64, n_embd=16, n_layer=layers, n_head=2,
+                                           initializer_range=0.5, bos_token_id=0, eos_token_id=0)
+    if family == "llama":
+        return LlamaForCausalLM, LlamaConfig(vocab_size=V, num_hidden_layers=layers, **_ROTARY)
+    if family == "mistral":
+        return MistralForCausalLM, MistralConfig(vocab_size=V, num_hidden_layers=layers, sliding_window=WINDOW,
+                                                 **_ROTARY)
+    if family == "gemma2":
+        return Gemma2ForCausalLM, Gemma2Config(vocab_size=V, num_hidden_layers=max(layers, 2), head_dim=8,
+                                               sliding_window=WINDOW, query_pre_attn_scalar=8,
+                                               attn_implementation="eager", **_ROTARY)
+    if family == "qwen2":
+        return Qwen2ForCausalLM, Qwen2Config(vocab_size=V, num_hidden_layers=max(layers, 2), use_sliding_window=True,
+                                             sliding_window=WINDOW, max_window_layers=1, **_ROTARY)
+    return GPTNeoXForCausalLM, GPTNeoXConfig(vocab_size=V, hidden_size=16, intermediate_size=32,
+                                             num_hidden_layers=layers, num_attention_heads=2, rotary_pct=0.5,
+                                             max_position_embeddings=64, initializer_range=0.5, bos_token_id=0,
+                                             eos_token_id=0, pad_token_id=0)
 
 
 def tiny_model(family: str, seed: int, layers: int = 1):
     torch.manual_seed(seed)
-    V = VOCAB[family]
-    if family == "gpt2":
-        config = GPT2Config(vocab_size=V, n_positions=64, n_embd=16, n_layer=layers, n_head=2,
-                            initializer_range=0.5, bos_token_id=0, eos_token_id=0)
-        return GPT2LMHeadModel(config).eval()
-    config = LlamaConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=layers,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-                         initializer_range=0.5, bos_token_id=0, eos_token_id=0, pad_token_id=0)
-    return LlamaForCausalLM(config).eval()
+    cls, config = _config(family, VOCAB[family], layers)
+    return cls(config).eval()
 
 
 def tiny_pair(family: str):
@@ -46,3 +71,30 @@ def sequence_law(model, prompt, length: int, temperature=1.0, top_k=None, top_p=
     steps = warp_probabilities(logits, temperature, top_k, top_p)  # (V**length, length, V)
     probs = np.prod(np.take_along_axis(steps, sequences[:, :, None], axis=2)[:, :, 0], axis=1)
     return sequences, probs
+
+
+def processed_sequence_law(model, prompt, length: int, processors):
+    """Exact law of the first ``length`` tokens that transformers samples under ``processors``
+    (applied at every step with that step's prefix): (sequences (V**length, length), probs)."""
+    V = model.config.vocab_size
+    sequences = np.array(list(itertools.product(range(V), repeat=length)), dtype=np.int64)
+    ids = torch.cat([torch.tensor(prompt).repeat(len(sequences), 1), torch.as_tensor(sequences)], 1)
+    with torch.inference_mode():
+        logits = model(input_ids=ids).logits[:, len(prompt) - 1: -1].float()
+    probs = np.ones(len(sequences))
+    for t in range(length):
+        scores = processors(ids[:, : len(prompt) + t], logits[:, t].clone())
+        step = torch.softmax(scores.double(), dim=-1).numpy()
+        probs *= step[np.arange(len(sequences)), sequences[:, t]]
+    return sequences, probs
+
+
+def word_tokenizer(V: int):
+    """A whitespace word-level tokenizer of V words (for streamers and stop strings)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.WordLevel(vocab={f"w{i}": i for i in range(V)}, unk_token="w0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.WordPiece()  # joins words with spaces
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer)

@@ -1,25 +1,35 @@
-"""multidraft.hf: the transformers generation loop is lossless end to end, reproducible and batch-safe.
+"""multidraft.hf: the transformers generation loop is lossless end to end, on six model families.
 
 Losslessness: the law of the first 3 generated tokens (draft_length 2, so a round covers both draft
 positions and the bonus token, and a second round starts inside the window) is compared with the
 target's exact sequence law, computed by enumerating all V**3 continuations, by a seeded chi-square
 test, for every registry verifier and every n in {1, 2, 4} it allows, under several sampling
-settings, on tiny GPT-2 and Llama models. Samples come cheaply from a batch of one prompt repeated.
+settings, through `hf.generate` (temperature/top-k/top-p) and through `model.generate(...,
+custom_generate=hf.decode)` with transformers' own processors (repetition penalty included).
+Samples come cheaply from a batch of one prompt repeated. Greedy decoding must reproduce
+`target.generate` token for token, with left-padded batches, EOS lists and a draft that is always
+accepted (long accepted chains stress the cache bookkeeping, and the sliding windows of Mistral,
+Gemma 2 and Qwen2 are shorter than the outputs).
 """
+import pathlib
+import re
+import threading
+
 import numpy as np
 import pytest
 
 pytest.importorskip("torch", reason="multidraft.hf needs torch and transformers: pip install 'multidraft[hf]'")
 import torch
 from scipy import stats
-from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+from transformers import (LlamaConfig, LlamaForCausalLM, LogitsProcessorList, RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper,
+                          StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer, TopKLogitsWarper, TopPLogitsWarper)
 
 import multidraft as md
 from multidraft import hf
-from hf_models import FAMILIES, sequence_law, tiny_model, tiny_pair
+from hf_models import FAMILIES, processed_sequence_law, sequence_law, tiny_model, tiny_pair, word_tokenizer
 
 PROMPT = [1, 2, 3]
-SAMPLES = 1500
+SAMPLES = 1200
 LENGTH = 3
 SETTINGS = [  # (temperature, top_k, top_p)
     (1.0, None, None),
@@ -35,7 +45,8 @@ def allowed_n(name):
 
 # (verifier, n, setting, draft_top_k): draft_top_k truncates the draft law only, so the output law
 # must stay the (warped) target's; checked on a few cases
-CASES = [(name, n, s, None) for name in md.verifier_names() for n in allowed_n(name) for s in range(len(SETTINGS))]
+CASES = [(name, n, s, None) for name in md.verifier_names() for n in allowed_n(name) for s in range(len(SETTINGS))
+         if n != 2 or s == 1]  # n = 2 once per verifier: n = 1 and 4 bracket it
 CASES += [("otlp", 4, 0, 3), ("khisti", 2, 2, 3), ("rrs_without_replacement", 4, 1, 2), ("spechub", 2, 0, 3)]
 
 
@@ -49,40 +60,87 @@ def case_id(case):
     return f"{name}-n{n}-s{s}" + ("" if draft_top_k is None else f"-draft_top_k{draft_top_k}")
 
 
+def assert_follows(generated, sequences, probs, V, label):
+    """Seeded chi-square of the generated (N, LENGTH) tokens against the exact law ``probs``."""
+    cells = generated @ (V ** np.arange(LENGTH - 1, -1, -1))  # the row index in `sequences`
+    observed = np.bincount(cells, minlength=len(sequences)).astype(float)
+    assert np.all(observed[probs == 0] == 0), f"{label}: a sequence of probability zero was generated"
+    expected = probs * len(generated)
+    small = expected < 5  # pool the rare sequences into one cell
+    obs = np.append(observed[~small], observed[small].sum())
+    exp = np.append(expected[~small], expected[small].sum())
+    keep = exp > 0
+    pvalue = stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+    assert pvalue > 1e-4, f"{label}: chi-square p-value {pvalue:.2e}"
+
+
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_first_tokens_follow_the_target_law(case, pairs):
     name, n, s, draft_top_k = case
-    family = FAMILIES[(s + n) % 2]  # every verifier meets both model families
+    family = FAMILIES[(3 * s + n + len(name)) % len(FAMILIES)]  # verifiers meet every family
     target, draft = pairs[family]
     temperature, top_k, top_p = SETTINGS[s]
     sequences, probs = sequence_law(target, PROMPT, LENGTH, temperature, top_k, top_p)
     result = hf.generate(target, draft, torch.tensor([PROMPT] * SAMPLES), LENGTH, num_drafts=n, draft_length=2,
                          verifier=name, temperature=temperature, top_k=top_k, top_p=top_p, seed=1000 + s,
                          draft_top_k=draft_top_k)
-    V = target.config.vocab_size
-    generated = result.sequences[:, len(PROMPT):].numpy()
-    cells = generated @ (V ** np.arange(LENGTH - 1, -1, -1))  # the row index in `sequences`
-    observed = np.bincount(cells, minlength=len(sequences)).astype(float)
-    assert np.all(observed[probs == 0] == 0), "a sequence of probability zero was generated"
-    expected = probs * SAMPLES
-    small = expected < 5  # pool the rare sequences into one cell
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    pvalue = stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
-    assert pvalue > 1e-4, f"{family}: chi-square p-value {pvalue:.2e}"
+    assert_follows(result.sequences[:, len(PROMPT):].numpy(), sequences, probs, target.config.vocab_size, family)
     assert result.stats.new_tokens == SAMPLES * LENGTH
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("name, n", [("otlp", 4), ("spechub", 2), ("rrs_without_replacement", 3), ("sps", 1)])
-def test_temperature_zero_is_the_target_greedy_output(family, name, n, pairs):
+@pytest.mark.parametrize("family, name, n", [("mistral", "otlp", 4), ("qwen2", "spechub", 2),
+                                             ("gemma2", "rrs_without_replacement", 3), ("gpt2", "sps", 1)])
+def test_decode_follows_the_processed_target_law(family, name, n, pairs):
+    """Through model.generate: a repetition penalty (which reads each position's own prefix,
+    draft tokens included), temperature, top-k and top-p, exactly as transformers samples."""
     target, draft = pairs[family]
-    ids = torch.tensor([PROMPT, [4, 1, 5]])
-    result = hf.generate(target, draft, ids, 8, num_drafts=n, draft_length=3, verifier=name, temperature=0, seed=0)
-    greedy = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
-                             pad_token_id=0, eos_token_id=None)
-    assert torch.equal(result.sequences, greedy)
+    penalty, temperature, top_k, top_p = 1.8, 0.8, 5, 0.9
+    processors = LogitsProcessorList([RepetitionPenaltyLogitsProcessor(penalty), TemperatureLogitsWarper(temperature),
+                                      TopKLogitsWarper(top_k), TopPLogitsWarper(top_p)])
+    sequences, probs = processed_sequence_law(target, PROMPT, LENGTH, processors)
+    ids = torch.tensor([PROMPT] * SAMPLES)
+    out = target.generate(ids, attention_mask=torch.ones_like(ids), custom_generate=hf.decode, draft_model=draft,
+                          num_drafts=n, draft_length=2, verifier=name, seed=5, do_sample=True,
+                          repetition_penalty=penalty, temperature=temperature, top_k=top_k, top_p=top_p,
+                          max_new_tokens=LENGTH, pad_token_id=0, eos_token_id=None, return_dict_in_generate=True)
+    assert_follows(out.sequences[:, len(PROMPT):].numpy(), sequences, probs, target.config.vocab_size, family)
+    assert out.multidraft.new_tokens == SAMPLES * LENGTH and out.multidraft.verifier == name
+
+
+LEFT_PADDED = torch.tensor([[0, 0, 1, 2, 3], [4, 1, 5, 6, 2], [0, 0, 0, 0, 7]])
+MASK = (torch.arange(5)[None] >= torch.tensor([[2], [0], [4]])).long()
+
+
+@pytest.mark.parametrize("eos", [None, [3, 5]], ids=["", "eos-list"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_is_the_target_greedy_output(family, eos, pairs):
+    """Both entry points, a left-padded batch, with a weak draft and with the target as its own
+    draft (every draft accepted); the model's generation config gives do_sample=False."""
+    target, draft = pairs[family]
+    greedy = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0, eos_token_id=eos)
+    penalised = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0,
+                                eos_token_id=eos, repetition_penalty=1.5)  # per-row processor state
+    for drafter, name, n, L in [(draft, "otlp", 3, 3), (target, "sps", 1, 4), (target, "spechub", 2, 2)]:
+        for penalty, expected in ((1.0, greedy), (1.5, penalised)):
+            ours = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0,
+                                   eos_token_id=eos, repetition_penalty=penalty, custom_generate=hf.decode,
+                                   draft_model=drafter, num_drafts=n, draft_length=L, verifier=name)
+            assert torch.equal(ours, expected), (name, n, L, penalty)
+        low = hf.generate(target, drafter, LEFT_PADDED, 14, attention_mask=MASK, num_drafts=n, draft_length=L,
+                          verifier=name, temperature=0, eos_token_id=eos, pad_token_id=0)
+        assert torch.equal(low.sequences, greedy), (name, n, L)
+
+
+def test_drafts_stop_at_the_length_limit(pairs):
+    """Near max_length fewer draft positions are drawn: GPT-2's 64 positions are never exceeded
+    even with an always-accepted draft of length 5 running to the last position."""
+    target, _ = pairs["gpt2"]
+    ids = torch.tensor([PROMPT])
+    limit = target.config.n_positions - len(PROMPT)
+    greedy = target.generate(ids, max_new_tokens=limit, pad_token_id=0, eos_token_id=None)
+    ours = target.generate(ids, max_new_tokens=limit, pad_token_id=0, eos_token_id=None, custom_generate=hf.decode,
+                           draft_model=target, num_drafts=2, draft_length=5, verifier="otlp")
+    assert torch.equal(ours, greedy) and ours.shape[1] == target.config.n_positions
 
 
 def test_same_seed_same_output_and_other_seeds_differ(pairs):
@@ -93,10 +151,16 @@ def test_same_seed_same_output_and_other_seeds_differ(pairs):
     assert torch.equal(first, run(7))
     assert not torch.equal(first, run(8))
     assert len({tuple(row) for row in first.tolist()}) > 1  # rows get their own generators
+    decode = lambda: target.generate(ids, custom_generate=hf.decode, draft_model=draft, do_sample=True,
+                                     max_new_tokens=10, pad_token_id=0)
+    torch.manual_seed(3)
+    again = decode()
+    torch.manual_seed(3)
+    assert torch.equal(again, decode())  # seed=None: drawn from torch's generator
 
 
 @pytest.mark.parametrize("eos", [None, 3], ids=["", "eos"])  # with eos, rows leave the batch early
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", ["gpt2", "mistral"])
 def test_batch_equals_one_prompt_at_a_time(family, eos, pairs):
     target, draft = pairs[family]
     prompts = [[1, 2, 3, 4, 5], [6], [2, 7, 3]]
@@ -104,48 +168,106 @@ def test_batch_equals_one_prompt_at_a_time(family, eos, pairs):
     ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
     batch = hf.generate(target, draft, ids, 9, num_drafts=3, draft_length=3, verifier="spectr", seed=11,
-                        attention_mask=mask, top_k=5, eos_token_id=eos)
+                        attention_mask=mask, top_k=5, eos_token_id=eos, pad_token_id=0)
     seeds = md.row_seeds(11, len(prompts))
     for b, prompt in enumerate(prompts):
         single = hf.generate(target, draft, torch.tensor([prompt]), 9, num_drafts=3, draft_length=3,
-                             verifier="spectr", seed=int(seeds[b]), top_k=5, eos_token_id=eos)
-        assert batch.sequences[b, width:].tolist() == single.sequences[0, len(prompt):].tolist()
+                             verifier="spectr", seed=int(seeds[b]), top_k=5, eos_token_id=eos).sequences[0, len(prompt):]
+        row = batch.sequences[b, width:].tolist()
+        assert row[: len(single)] == single.tolist() and set(row[len(single):]) <= {0}
     assert torch.equal(batch.sequences[:, :width], ids)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("name, n", [("otlp", 3), ("spechub", 2), ("rrs_without_replacement", 4)])
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma2"])
+@pytest.mark.parametrize("name, n", [("otlp", 3), ("rrs_without_replacement", 4)])
 def test_kept_caches_give_what_re_encoding_gives(family, name, n, pairs):
-    """Caches kept across rounds (rejected drafts masked as holes) reproduce re-encoding every
-    round: same seed, same random draws, same tokens (the logits agree to float rounding)."""
+    """Caches kept across rounds (the accepted path gathered, the rest dropped) reproduce
+    re-encoding every round: same seed, same random draws, same tokens."""
     target, draft = pairs[family]
-    ids, mask = torch.tensor([[0, 0, 1, 2], [3, 4, 5, 6]]), torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
-    runs = [hf.generate(target, draft, ids, 20, num_drafts=n, draft_length=3, verifier=name, seed=4,
-                        attention_mask=mask, top_p=0.95, kv_cache=kv_cache) for kv_cache in (True, False)]
+    runs = [hf.generate(target, draft, LEFT_PADDED, 20, num_drafts=n, draft_length=3, verifier=name, seed=4,
+                        attention_mask=MASK, top_p=0.95, kv_cache=kv_cache) for kv_cache in (True, False)]
     assert torch.equal(runs[0].sequences, runs[1].sequences)
     assert runs[0].stats.row_rounds == runs[1].stats.row_rounds
+    assert runs[0].stats.target_positions < runs[1].stats.target_positions
 
 
 def test_statistics_add_up(pairs):
     target, draft = pairs["gpt2"]
-    result = hf.generate(target, draft, torch.tensor([PROMPT] * 5), 12, num_drafts=4, draft_length=3, seed=3,
+    n, L = 4, 3
+    result = hf.generate(target, draft, torch.tensor([PROMPT]), 30, num_drafts=n, draft_length=L, seed=3,
                          verifier=md.verifier("otlp", method="maxflow"))
     s = result.stats
-    assert s.new_tokens == 60 and s.verifier == "otlp"
-    assert s.reached[0] == s.row_rounds  # position 0 is verified in every round
-    assert np.all(s.accepted <= s.reached) and np.all(s.reached[1:] == s.accepted[:-1])
-    assert 1 <= s.tokens_per_target_pass <= 4
-    assert s.acceptance_per_position.shape == (3,)
+    assert s.new_tokens == 30 and s.verifier == "otlp"
+    assert s.reached[0] == s.row_rounds == s.target_calls  # position 0 is verified in every round
+    assert np.all(s.accepted <= s.reached) and np.all(s.reached[1:] <= s.accepted[:-1])
+    assert 1 <= s.tokens_per_target_pass <= L + 1
+    # the target reads each token once: the prompt, then per round the new token and n * L drafts
+    # (fewer near the end: n * l with 1 <= l <= L)
+    once = len(PROMPT) + (s.row_rounds - 1)
+    assert once + s.row_rounds * n <= s.target_positions <= once + s.row_rounds * n * L
+    assert s.target_positions >= once + (s.row_rounds - L) * n * L
+    assert s.acceptance_per_position.shape == (L,)
     assert min(s.draft_seconds, s.target_seconds, s.verify_seconds) > 0
 
 
-def test_end_of_sequence_stops_a_row_and_pads(pairs):
+def test_streamer_receives_the_new_tokens_and_ends(pairs):
+    target, draft = pairs["llama"]
+    tokenizer = word_tokenizer(target.config.vocab_size)
+    streamer = TextIteratorStreamer(tokenizer, skip_prompt=True)
+    ids = torch.tensor([PROMPT])
+    result = {}
+    run = lambda: result.setdefault("out", target.generate(
+        ids, custom_generate=hf.decode, draft_model=draft, streamer=streamer, max_new_tokens=12, do_sample=True,
+        pad_token_id=0, eos_token_id=None, seed=1))
+    thread = threading.Thread(target=run)
+    thread.start()
+    text = "".join(streamer)  # ends only when the loop calls streamer.end()
+    thread.join()
+    assert text.split() == tokenizer.decode(result["out"][0, len(PROMPT):]).split()
+
+
+class EndsWith(StoppingCriteria):
+    """A user's stopping criterion: a row ends after the token ``token``."""
+
+    def __init__(self, token):
+        self.token = token
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return input_ids[:, -1] == self.token
+
+
+def test_stopping_criteria_and_min_new_tokens(pairs):
+    """A user's criterion and EOS end rows token by token; min_new_tokens (a processor) forbids
+    EOS before 3 tokens. (Stop strings come as a StopStringCriteria criterion: transformers drops
+    ``tokenizer=`` before a callable custom_generate.)"""
     target, draft = pairs["gpt2"]
-    ids = torch.tensor([PROMPT] * 20)
-    result = hf.generate(target, draft, ids, 15, seed=5, eos_token_id=4, pad_token_id=7)
-    for row in result.sequences[:, 3:].tolist():
-        if 4 in row:
-            assert set(row[row.index(4) + 1:]) <= {7}
+    ids = torch.tensor([PROMPT] * 12)
+    out = target.generate(ids, custom_generate=hf.decode, draft_model=draft, do_sample=True, max_new_tokens=20,
+                          stopping_criteria=StoppingCriteriaList([EndsWith(4)]), pad_token_id=7, eos_token_id=5,
+                          min_new_tokens=3, seed=2, num_drafts=3)
+    ends = 0
+    for row in out[:, len(PROMPT):].tolist():
+        end = next((i for i, t in enumerate(row) if t in (4, 5)), None)
+        if end is not None:
+            ends += 1
+            assert set(row[end + 1:]) <= {7} and (row[end] == 4 or end >= 3)
+    assert ends > 0
+
+
+def test_padded_logit_widths_are_one_vocabulary():
+    """A draft whose LM head has a padding row more or less than the target's (the same
+    tokenizer, widths within 1%) is served: greedy output unchanged."""
+    def llama(seed, width, layers):
+        torch.manual_seed(seed)
+        config = tiny_model("llama", seed, layers).config.to_dict()
+        return LlamaForCausalLM(LlamaConfig(**{**config, "vocab_size": width})).eval()
+
+    target, ids = llama(0, 100, layers=2), torch.tensor([PROMPT])
+    greedy = target.generate(ids, max_new_tokens=10, pad_token_id=0, eos_token_id=None)
+    for width in (99, 101):
+        ours = target.generate(ids, custom_generate=hf.decode, draft_model=llama(1, width, layers=1),
+                               max_new_tokens=10, pad_token_id=0, eos_token_id=None)
+        assert torch.equal(ours, greedy)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -159,6 +281,7 @@ def test_end_of_sequence_stops_a_row_and_pads(pairs):
     (dict(num_drafts=0), "num_drafts"),
     (dict(draft_length=0), "draft_length"),
     (dict(draft_top_k=0), "draft_top_k"),
+    (dict(eos_token_id=[1, -2]), "eos_token_id"),
     (dict(attention_mask=torch.zeros(1, 3)), "all zeros"),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs, message, pairs):
@@ -167,9 +290,43 @@ def test_bad_arguments_raise_clear_errors(kwargs, message, pairs):
         hf.generate(target, draft, torch.tensor([PROMPT]), 4, **kwargs)
 
 
-def test_vocabulary_mismatch_is_refused(pairs):
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(), "'draft_model' is required"),
+    (dict(num_beams=2), "num_beams"),
+    (dict(output_scores=True, return_dict_in_generate=True), "output_scores"),
+    (dict(cache_implementation="static"), "cache_implementation"),
+])
+def test_decode_refuses_what_it_does_not_do(kwargs, message, pairs):
+    target, draft = pairs["gpt2"]
+    with pytest.raises(ValueError, match=message):
+        target.generate(torch.tensor([PROMPT]), custom_generate=hf.decode, max_new_tokens=4,
+                        **({"draft_model": draft} if kwargs else {}), **kwargs)
+
+
+def test_models_without_an_exact_cache_are_refused():
+    from transformers import FalconConfig, FalconForCausalLM, MambaConfig, MambaForCausalLM
+
+    target = tiny_model("llama", 0)
+    recurrent = MambaForCausalLM(MambaConfig(vocab_size=10, hidden_size=16, num_hidden_layers=1, state_size=4))
+    with pytest.raises(ValueError, match="no standard key/value cache"):
+        hf.generate(target, recurrent, torch.tensor([PROMPT]), 4)
+    alibi = FalconForCausalLM(FalconConfig(vocab_size=10, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                           alibi=True))
+    with pytest.raises(ValueError, match="ALiBi"):
+        hf.generate(alibi, target, torch.tensor([PROMPT]), 4)
+    flex = tiny_model("llama", 1)
+    flex.set_attn_implementation("flex_attention")
+    with pytest.raises(ValueError, match="attn_implementation='flex_attention'"):
+        hf.generate(flex, target, torch.tensor([PROMPT]), 4)
     with pytest.raises(ValueError, match="vocabularies differ"):
-        hf.generate(pairs["gpt2"][0], tiny_model("llama", 3), torch.tensor([PROMPT]), 4, seed=0)
+        hf.generate(tiny_model("gpt2", 0), target, torch.tensor([PROMPT]), 4, seed=0)
+
+
+def test_streamers_take_one_prompt(pairs):
+    target, draft = pairs["gpt2"]
+    streamer = TextIteratorStreamer(word_tokenizer(8))
+    with pytest.raises(ValueError, match="one prompt"):
+        hf.generate(target, draft, torch.tensor([PROMPT, PROMPT]), 4, streamer=streamer)
 
 
 @pytest.mark.parametrize("temperature, top_k, top_p", [(1.0, None, None), (0.7, 3, None), (1.3, None, 0.6),
@@ -183,3 +340,24 @@ def test_warping_matches_transformers_sampling_processors(temperature, top_k, to
         processors.append(TopPLogitsWarper(top_p))
     expected = torch.softmax(processors(None, logits.clone()).double(), dim=-1).numpy()
     np.testing.assert_allclose(hf.warp_probabilities(logits, temperature, top_k, top_p), expected, atol=1e-6)
+
+
+def test_model_generate_guide_runs_as_written():
+    """docs/model-generate.md (the README section "With `model.generate`") runs as written."""
+    guide = pathlib.Path(__file__).resolve().parents[1] / "docs" / "model-generate.md"
+    blocks = re.findall(r"```python\n(.*?)```", guide.read_text(), flags=re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, str(guide), "exec"), {})
+
+
+def test_generation_benchmark_runs_on_tiny_models(pairs):
+    from multidraft.bench.hf import compare, format_rows
+
+    target, draft = pairs["llama"]
+    rows = compare(target, draft, torch.tensor([PROMPT]), new_tokens=6, repeats=1, configs=[("otlp", 2)],
+                   draft_length=3, draft_top_k=4)
+    assert [r["method"] for r in rows] == ["target.generate", "transformers assisted", "multidraft otlp"]
+    assert rows[0]["tokens_per_pass"] == 1.0 and rows[2]["tokens_per_pass"] >= 1.0
+    assert rows[2]["target_positions_per_round"] >= 1 + 2  # the new token and n drafts at least
+    assert "| multidraft otlp | 2 |" in format_rows(rows)

@@ -1,0 +1,159 @@
+"""Next-token laws of the target and the draft: what the verifier sees and what drafts are drawn from.
+
+A law maps logits (N, V) and, when it needs them, the N token prefixes they follow to float64
+probabilities (N, V). :func:`warp_probabilities` (temperature, top-k, top-p) serves
+:func:`multidraft.hf.generate`; transformers' logits processors serve :func:`multidraft.hf.decode`.
+The SAME law is applied to the target and the draft logits at every position, with the position's
+own prefix (the draft tokens before it included).
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .. import _validation as check
+from ..logits import softmax
+
+
+def warp_probabilities(logits, temperature: float = 1.0, top_k: Optional[int] = None,
+                       top_p: Optional[float] = None) -> np.ndarray:
+    """Sampling distributions from logits: temperature, then top-k, then top-p (float64).
+
+    ``logits`` (..., V) float array (NumPy or torch). ``temperature == 0`` gives the one-hot
+    distribution of the argmax (first index on ties), i.e. greedy decoding. ``top_k`` keeps the k
+    largest logits (ties at the k-th value kept); ``top_p`` keeps the smallest set of most probable
+    tokens whose mass reaches ``top_p`` (the token that crosses it included). Rows sum to 1.
+    """
+    temperature, top_k, top_p = sampling_options(temperature, top_k, top_p)
+    if isinstance(logits, torch.Tensor):
+        logits = logits.detach().to(torch.float64).cpu().numpy()
+    x = np.array(logits, dtype=np.float64)
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ValueError(f"'logits' must have a non-empty last (vocabulary) axis, got shape {x.shape}")
+    if np.any(np.isnan(x)):
+        raise ValueError("'logits' contains NaN")
+    if temperature == 0.0:
+        return _one_hot_argmax(x)
+    if top_k is not None:  # ties at the k-th value as transformers sees them: after the temperature
+        x = np.where(top_k_mask(x / temperature, top_k), x, -np.inf)
+    probs = softmax(x.reshape(-1, x.shape[-1]), temperature).reshape(x.shape)
+    if top_p is not None and top_p < 1.0:
+        order = np.argsort(-probs, axis=-1, kind="stable")
+        sorted_probs = np.take_along_axis(probs, order, axis=-1)
+        mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
+        keep = np.zeros(probs.shape, dtype=bool)
+        np.put_along_axis(keep, order, mass_before < top_p, axis=-1)
+        probs = np.where(keep, probs, 0.0)
+        probs /= probs.sum(axis=-1, keepdims=True)
+    return probs
+
+
+def _one_hot_argmax(x: np.ndarray) -> np.ndarray:
+    probs = np.zeros(x.shape)
+    np.put_along_axis(probs, np.argmax(x, axis=-1)[..., None], 1.0, axis=-1)
+    return probs
+
+
+def top_k_mask(x: np.ndarray, k: int) -> np.ndarray:
+    """True at the k largest entries of each row (ties at the k-th value kept)."""
+    if k >= x.shape[-1]:
+        return np.ones(x.shape, dtype=bool)
+    return x >= np.partition(x, -k, axis=-1)[..., -k][..., None]
+
+
+def truncate_draft(q: np.ndarray, k: Optional[int]) -> np.ndarray:
+    """The draft law restricted to its k most probable tokens ([GR] App. N), renormalised."""
+    if k is None:
+        return q
+    q = np.where(top_k_mask(q, k), q, 0.0)
+    return q / q.sum(axis=-1, keepdims=True)
+
+
+def sampling_options(temperature, top_k, top_p):
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
+            or not np.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"'temperature' must be a finite number >= 0, got {temperature!r}")
+    if top_k is not None:
+        top_k = check.count(top_k, "top_k")
+    if top_p is not None:
+        if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0.0 < top_p <= 1.0:
+            raise ValueError(f"'top_p' must be in (0, 1], got {top_p!r}")
+        top_p = float(top_p)
+    return float(temperature), top_k, top_p
+
+
+class Law:
+    """``law(logits (N, V) tensor, prefixes, owners) -> (N, V) float64``. ``prefixes``: N lists of
+    token ids (the full row as transformers sees it, left padding included), built only when
+    ``uses_prefixes`` (processors read them; temperature/top-k/top-p do not); ``owners``: the
+    batch row of each of the N positions (processors may keep per-row state)."""
+
+    def __init__(self, function: Callable, uses_prefixes: bool):
+        self.function, self.uses_prefixes = function, uses_prefixes
+
+    def __call__(self, logits: torch.Tensor, prefixes: Optional[Sequence[List[int]]],
+                 owners: Sequence[int]) -> np.ndarray:
+        return self.function(logits, prefixes, owners)
+
+
+def warp_law(temperature: float, top_k: Optional[int], top_p: Optional[float]) -> Law:
+    return Law(lambda logits, *_: warp_probabilities(logits, temperature, top_k, top_p), uses_prefixes=False)
+
+
+#: Processors whose output row depends on that row's ids and scores only: any batch will do.
+_ROW_WISE = ("TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper",
+             "TypicalLogitsWarper", "EpsilonLogitsWarper", "EtaLogitsWarper", "TopHLogitsWarper",
+             "NoRepeatNGramLogitsProcessor", "NoBadWordsLogitsProcessor", "MinLengthLogitsProcessor",
+             "MinNewTokensLengthLogitsProcessor", "SuppressTokensLogitsProcessor",
+             "SuppressTokensAtBeginLogitsProcessor", "SequenceBiasLogitsProcessor", "InfNanRemoveLogitsProcessor",
+             "ExponentialDecayLengthPenalty")
+
+
+def _row_wise(processor) -> bool:
+    name = type(processor).__name__
+    if name == "RepetitionPenaltyLogitsProcessor":  # per-row prompt padding lengths are batch state
+        return not isinstance(processor.prompt_ignore_length, torch.Tensor)
+    return name in _ROW_WISE
+
+
+def processor_law(processors, greedy: bool, rows: int) -> Law:
+    """The law transformers samples from: the processors on float32 logits, then argmax (greedy)
+    or softmax. Processors take rectangles, so positions are processed in groups of equal prefix
+    length; a processor that may keep per-row state (e.g. the repetition penalty's prompt padding
+    of a left-padded batch) gets batches of exactly ``rows`` rows, each position in its own row
+    (the other rows repeat one of them and are discarded)."""
+    row_wise = all(_row_wise(p) for p in processors)
+
+    def law(logits: torch.Tensor, prefixes, owners) -> np.ndarray:
+        scores = logits.detach().to(torch.float32).clone()
+        for group in _calls(prefixes or (), owners, row_wise):  # no prefixes: no processor to run
+            ids = torch.tensor([prefixes[i] for i in group], dtype=torch.long, device=scores.device)
+            index = torch.tensor(group, device=scores.device)
+            if row_wise:
+                scores[index] = processors(ids, scores[index])
+                continue
+            batch_ids, batch_scores = ids[:1].repeat(rows, 1), scores[index[:1]].repeat(rows, 1)
+            where = torch.tensor([owners[i] for i in group], device=scores.device)
+            batch_ids[where], batch_scores[where] = ids, scores[index]
+            scores[index] = processors(batch_ids, batch_scores)[where]
+        x = scores.cpu().numpy()
+        return _one_hot_argmax(x) if greedy else softmax(x)
+
+    return Law(law, uses_prefixes=len(processors) > 0)
+
+
+def _calls(prefixes: Sequence[List[int]], owners: Sequence[int], row_wise: bool) -> List[List[int]]:
+    """Groups of positions processed by one call: equal prefix lengths, and unless ``row_wise``
+    at most one position per batch row."""
+    groups: dict = {}
+    for i, prefix in enumerate(prefixes):
+        layers = groups.setdefault(len(prefix), [])
+        layer = next((g for g in layers if row_wise or all(owners[k] != owners[i] for k in g)), None)
+        if layer is None:
+            layers.append([i])
+        else:
+            layer.append(i)
+    return [group for layers in groups.values() for group in layers]
