@@ -11,8 +11,6 @@ Samples come cheaply from a batch of one prompt repeated. Greedy decoding must r
 accepted (long accepted chains stress the cache bookkeeping, and the sliding windows of Mistral,
 Gemma 2 and Qwen2 are shorter than the outputs).
 """
-import pathlib
-import re
 import threading
 
 import numpy as np
@@ -340,15 +338,6 @@ def test_warping_matches_transformers_sampling_processors(temperature, top_k, to
         processors.append(TopPLogitsWarper(top_p))
     expected = torch.softmax(processors(None, logits.clone()).double(), dim=-1).numpy()
     np.testing.assert_allclose(hf.warp_probabilities(logits, temperature, top_k, top_p), expected, atol=1e-6)
-
-
-def test_model_generate_guide_runs_as_written():
-    """docs/model-generate.md (the README section "With `model.generate`") runs as written."""
-    guide = pathlib.Path(__file__).resolve().parents[1] / "docs" / "model-generate.md"
-    blocks = re.findall(r"```python\n(.*?)```", guide.read_text(), flags=re.S)
-    assert blocks
-    for block in blocks:
-        exec(compile(block, str(guide), "exec"), {})
 
 
 def test_generation_benchmark_runs_on_tiny_models(pairs):

@@ -27,10 +27,9 @@ position), and the accepted chain prefix is kept by gathering the cache. Nothing
 times, no prompt is encoded twice, and no hole is ever left. Models whose cache this cannot keep
 exactly (recurrent or chunked layers, flash/flex attention) are refused with a ValueError.
 
-Degraded cases (still lossless): a group of one draft with a verifier that takes a fixed ``n``
-(``"spechub"``: 2) is verified by ``"sps"``; a group whose draft law has fewer tokens than drafts
-under a without-replacement scheme draws only that many distinct tokens; a one-token draft law
-(e.g. greedy decoding) is verified by ``"sps"`` with that token.
+Degenerate draft laws (one token, e.g. greedy decoding; fewer tokens than drafts without
+replacement) need no special case: the verifiers degrade losslessly themselves. Only a group of
+one draft under a verifier that takes a fixed ``n`` (``"spechub"``: 2) is verified by ``"sps"``.
 """
 from __future__ import annotations
 
@@ -58,8 +57,7 @@ DEFAULT_VERIFIER = "otlp"
 
 #: Options used when a verifier is given by name: the exact OTLP through the complementary-slackness
 #: max-flow (same optimum, much faster at large V), Global Resolution with its exact fallback.
-NAMED_OPTIONS: Dict[str, Dict[str, object]] = {"otlp": {"method": "maxflow_cs"},
-                                               "global_resolution": {"fallback": True}}
+NAMED_OPTIONS: Dict[str, Dict[str, object]] = {"global_resolution": {"fallback": True}}
 
 #: Verifier used for groups that the chosen verifier cannot take (see the module docstring).
 _SINGLE = make_verifier("sps")
@@ -144,14 +142,10 @@ def _verifier(verifier: Union[str, Verifier], n: int) -> Verifier:
     return v
 
 
-def _group_scheme(v: Verifier, group_size: int, q: np.ndarray) -> Tuple[Verifier, int]:
-    """(verifier, number of distinct draws) for a group of ``group_size`` drafts under ``q``."""
-    support = int(np.count_nonzero(q))
-    if support == 1 or (v.fixed_n is not None and group_size != v.fixed_n):
-        return _SINGLE, 1
-    if v.scheme_kind == "without_replacement":
-        return v, min(group_size, support)
-    return v, group_size
+def _group_verifier(v: Verifier, group_size: int) -> Verifier:
+    """The verifier of a group of ``group_size`` drafts: ``v``, or ``"sps"`` for a group of one
+    under a verifier that takes another fixed number of drafts."""
+    return _SINGLE if v.fixed_n is not None and group_size != v.fixed_n else v
 
 
 def _vocabulary(target, draft) -> int:
@@ -388,10 +382,9 @@ def _draw_level(v: Verifier, drafts: np.ndarray, q_j: np.ndarray, j: int, rng) -
     level = {}
     for members in by_prefix.values():
         law = q_j[members[0]]
-        scheme, k = _group_scheme(v, len(members), law)
-        drawn = scheme.draft(law, k, rng)
-        for i, m in enumerate(members):
-            drafts[m, j] = drawn[i % k]
+        scheme = _group_verifier(v, len(members))
+        drawn = scheme.draft(law, len(members), rng)
+        drafts[members, j] = drawn
         level[tuple(members)] = (drawn, scheme)
     return level
 
