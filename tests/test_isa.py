@@ -47,3 +47,16 @@ def test_probe_agrees_with_the_kernels_cpu_flags():
     v4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
     expected = ["baseline"] + ["avx2"] * v3.issubset(flags) + ["avx512"] * (v3 | v4).issubset(flags)
     assert supported_levels() == expected
+
+
+def test_a_second_core_cannot_be_imported_next_to_the_first():
+    # Each core has its own thread pool: pybind11 refuses the second one's types, so a process
+    # never runs two (in a subprocess: the failed import leaves a half-initialised module).
+    if len(_isa.runnable_levels()) < 2:
+        pytest.skip("a single core is built")
+    # Without MULTIDRAFT_ISA the package loads the highest level; then import the lowest.
+    code = f"import importlib, multidraft; importlib.import_module('multidraft._isa.{_isa.runnable_levels()[0]}._core')"
+    env = {k: v for k, v in os.environ.items() if k != _isa.ENVIRONMENT_VARIABLE}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "already registered" in result.stderr
