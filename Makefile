@@ -1,11 +1,19 @@
 # Two entry points (see README): `make demo` (quick benchmark) and `make test` (whole suite).
 # Both install whatever is missing: Debian packages, a virtual environment, the package.
+# Eigen (PyPI cmeel-eigen) and LEMON (third_party/) need no system package.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBS   := libeigen3-dev liblemon-dev g++ cmake bible-kjv
+DEBS   := g++ cmake bible-kjv
+# The exact versions the tests run on, CPU torch included (an unpinned torch is a CUDA build).
+PIP    := $(PY) -m pip install -c constraints.txt
+# NATIVE=ON compiles one core for this machine's CPU (-march=native) instead of the portable set.
+NATIVE ?= OFF
+WHEEL_CHECK := build/wheel-check
+SHELL  := bash
+.SHELLFLAGS := -eo pipefail -c
 
-.PHONY: demo test install docs system-deps clean
+.PHONY: demo test install docs system-deps wheel-check clean
 
 system-deps:
 	@dpkg -s $(DEBS) >/dev/null 2>&1 || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(DEBS); }
@@ -15,8 +23,9 @@ $(PY):
 	$(PY) -m pip install --upgrade pip
 
 install: system-deps $(PY)
-	$(PY) -m pip install "scikit-build-core>=0.10" "pybind11>=3" numpy scipy tqdm pytest
-	$(PY) -m pip install --no-build-isolation -Cbuild-dir=build/{wheel_tag} ".[test,bench,hf]"
+	$(PIP) scikit-build-core pybind11 cmeel-eigen build numpy scipy tqdm pytest
+	$(PIP) --no-build-isolation -Cbuild-dir=build/{wheel_tag}-native-$(NATIVE) \
+	    -Ccmake.define.MULTIDRAFT_NATIVE=$(NATIVE) ".[test,bench,hf]"
 
 demo: install
 	$(PY) -m multidraft.bench --quick
@@ -26,8 +35,21 @@ test: install
 
 # API reference from the docstrings (docs/api, Sphinx autodoc) into build/docs; any warning fails.
 docs: install
-	$(PY) -m pip install --no-build-isolation -Cbuild-dir=build/{wheel_tag} ".[docs]"
+	$(PIP) sphinx
 	$(PY) -m sphinx -W --keep-going -b html docs/api build/docs
 
+# sdist and wheel as a user gets them (isolated build, system Eigen / LEMON forbidden), installed
+# in a fresh venv and smoke-tested there, with the licenses and metadata inside both archives.
+wheel-check: install
+	rm -rf dist $(WHEEL_CHECK) && mkdir -p $(WHEEL_CHECK)
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(PY) -m build --outdir dist \
+	    -Ccmake.define.MULTIDRAFT_USE_SYSTEM_DEPS=OFF . 2>&1 | tee $(WHEEL_CHECK)/build.log
+	grep -q "LEMON headers: .*/third_party/lemon" $(WHEEL_CHECK)/build.log
+	grep -q "Eigen .*cmeel.prefix" $(WHEEL_CHECK)/build.log
+	python3 -m venv $(WHEEL_CHECK)/venv
+	$(WHEEL_CHECK)/venv/bin/python -m pip install -c constraints.txt dist/*.whl
+	cd $(WHEEL_CHECK) && venv/bin/python $(CURDIR)/scripts/wheel_smoke.py \
+	    --wheel $(CURDIR)/dist/*.whl --sdist $(CURDIR)/dist/*.tar.gz
+
 clean:
-	rm -rf build $(VENV)
+	rm -rf build dist $(VENV)

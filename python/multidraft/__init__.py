@@ -6,6 +6,16 @@ optimal-transport plans. Probabilities may be NumPy arrays or CPU torch tensors 
 every entry point samples their rows normalised in float64, and ``multidraft.softmax`` turns
 logits into such rows.
 """
+import sys as _sys
+
+from ._isa import load_core as _load_core
+
+# The core compiled for the best instruction set this CPU runs (see multidraft._isa), importable
+# as multidraft._core wherever the package and its tests use it.
+_core = _load_core()
+_sys.modules[__name__ + "._core"] = _core
+del _sys, _load_core
+
 from . import khisti
 from ._validation import row_seeds
 from .global_resolution import GlobalResolution
