@@ -43,6 +43,7 @@
 #include "multidraft/network_builders.hpp"
 #include "multidraft/output_correction.hpp"
 #include "multidraft/polymatroid.hpp"
+#include "multidraft/radix_sort.hpp"
 #include "multidraft/rng.hpp"
 
 namespace multidraft {
@@ -237,11 +238,9 @@ class GlobalResolutionPlan {
 
     // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n.
     // outer_rows[j] belongs to order[h + j]: sort positions, not tokens, to keep the rows at hand
-    std::vector<int> outer_positions(split.outer_rows.size());
-    for (std::size_t j = 0; j < outer_positions.size(); ++j) outer_positions[j] = static_cast<int>(j);
     const int* outer_order = split.order.data() + split.h;
-    std::stable_sort(outer_positions.begin(), outer_positions.end(),
-                     [&](int a, int b) { return q[outer_order[a]] > q[outer_order[b]]; });
+    const std::vector<int> outer_positions = positions_by_key(
+        static_cast<int>(split.outer_rows.size()), [&](int j) { return decreasing_key(q[outer_order[j]]); });
     std::vector<int> outer_tokens(outer_positions.size());
     for (std::size_t j = 0; j < outer_positions.size(); ++j) outer_tokens[j] = outer_order[outer_positions[j]];
     const int outer_size = minimal_truncation(outer_tokens, q, q_total, n, options.tau, outer_.truncation_error);
@@ -269,7 +268,7 @@ class GlobalResolutionPlan {
         token_class_[t] = kZ;
       }
     }
-    std::stable_sort(inner_tokens.begin(), inner_tokens.end(), [&](int a, int b) { return q[a] > q[b]; });
+    sort_by_key(inner_tokens, [&](int t) { return decreasing_key(q[t]); });
     int inner_size = minimal_truncation(inner_tokens, q, mass_H, n, options.tau, inner_.truncation_error);
     if (std::pow(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
       inner_size = 0;
@@ -292,7 +291,7 @@ class GlobalResolutionPlan {
     if (!options.exact) {
       for (int k = 0; k < outer_size; ++k) truncated_.push_back({outer_tokens[k], outer.alpha[k], 0.0});
       for (int k = 0; k < inner_size; ++k) truncated_.push_back({inner_tokens[k], inner.alpha[k], 0.0});
-      std::sort(truncated_.begin(), truncated_.end());
+      sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
       rejection_law_ = std::move(split.law);
       alpha_ = std::clamp(std::pow(q_total, n) - std::pow(mass_H, n) + inner_acceptance, 0.0, 1.0);
       return;
@@ -316,7 +315,7 @@ class GlobalResolutionPlan {
     };
     if (!outer.rows_known) untruncated(outer_, q_total, mass_H);
     if (!inner.rows_known) untruncated(inner_, mass_H, mass_Z);
-    std::sort(truncated_.begin(), truncated_.end());
+    sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
     const double outer_rest = std::max(q_total - mass_H - outer_T, 0.0);  // Q_R
     const double inner_rest = std::max(mass_H - mass_Z - inner_T, 0.0);   // Q_Ri
     const double first_outer = first_draft_factor(q_total - outer_rest, q_total);

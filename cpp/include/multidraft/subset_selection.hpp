@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <vector>
 
 #include <lemon/preflow.h>
@@ -13,6 +14,7 @@
 #include "multidraft/compensated_sum.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/network_builders.hpp"
+#include "multidraft/radix_sort.hpp"
 #include "multidraft/relaxed_network.hpp"
 
 namespace multidraft {
@@ -22,21 +24,16 @@ struct SubsetSolution {
   std::vector<char> in_H;  // length V
 };
 
-// Tokens with q > 0 sorted by decreasing q/p (p = 0 counts as +inf), ties by token id.
-// Compared by cross-multiplication, so zeros and infinite ratios need no special case.
-// The (q, p) pairs are gathered first: the sort then reads contiguous memory, not two V-long
-// arrays at random (measured 3x faster for 1000 of 32000 tokens).
+// Tokens with q > 0 sorted by decreasing q/p (p = 0 counts as +inf), ties by token id. The
+// ratios are keys of a radix sort (radix_sort.hpp): division rounds monotonically, so the order
+// never inverts two ratios, it can only tie ratios within an ulp (which then go by token id).
 inline std::vector<int> decreasing_ratio_order(const double* p, const double* q, int V) {
-  struct Entry {
-    double q, p;
-    int token;
-  };
-  std::vector<Entry> entries;
+  std::vector<int> order;
   for (int i = 0; i < V; ++i)
-    if (q[i] > 0.0) entries.push_back({q[i], p[i], i});
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.q * b.p > b.q * a.p; });
-  std::vector<int> order(entries.size());
-  for (std::size_t k = 0; k < entries.size(); ++k) order[k] = entries[k].token;
+    if (q[i] > 0.0) order.push_back(i);
+  sort_by_key(order, [&](int t) {
+    return decreasing_key(p[t] > 0.0 ? q[t] / p[t] : std::numeric_limits<double>::infinity());
+  });
   return order;
 }
 
