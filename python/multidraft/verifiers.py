@@ -72,7 +72,8 @@ class Verifier:
         return DraftScheme(q, n, self.scheme_kind).probability(drafts)
 
     def _inputs(self, p, q, drafts):
-        n = np.shape(drafts)[-1] if np.ndim(drafts) else 1
+        shape = drafts.shape if type(drafts) is np.ndarray else np.shape(drafts)  # cheaper on the common type
+        n = shape[-1] if shape else 1
         p2, q3, n, batched = batched_inputs(p, q, check.count(n), self.scheme_kind)
         self._check_n(n)
         d = check.tokens(drafts, p2.shape[1], n, ndims=(2,) if batched else (1,)).reshape(-1, n)
@@ -101,8 +102,10 @@ class Verifier:
             tokens = _core.verify(self.core_method, p2, q3, d, seeds, self._core_options())
         else:
             tokens = _core.sample_rows(self._transport(p2, q3, n, d), seeds)
-        accepted = np.any(d == tokens[:, None], axis=1)
-        return (tokens, accepted) if batched else (int(tokens[0]), bool(accepted[0]))
+        if not batched:  # one row: a Python test of n ids costs less than the array comparison
+            token = int(tokens[0])
+            return token, token in d[0].tolist()
+        return tokens, np.any(d == tokens[:, None], axis=1)
 
     def _core_options(self):
         """The options of this verifier for the core's batched calls."""
