@@ -24,13 +24,33 @@ struct SubsetSolution {
   std::vector<char> in_H;  // length V
 };
 
+// x^n for a small n >= 0 by repeated squaring: the scans below take one per draft-support token,
+// and std::pow costs several times more (within an ulp or two of it).
+inline double integer_power(double x, int n) {
+  double result = 1.0;
+  for (; n > 0; n >>= 1, x *= x)
+    if (n & 1) result *= x;
+  return result;
+}
+
+// The tokens with q > 0, in increasing id. The test is a select, not a branch: on a draft top-k
+// a branch on q > 0 is mispredicted at nearly every kept token.
+inline std::vector<int> draft_support(const double* q, int V) {
+  std::vector<int> support(V);
+  int count = 0;
+  for (int i = 0; i < V; ++i) {
+    support[count] = i;
+    count += q[i] > 0.0;
+  }
+  support.resize(count);
+  return support;
+}
+
 // Tokens with q > 0 sorted by decreasing q/p (p = 0 counts as +inf), ties by token id. The
 // ratios are keys of a radix sort (radix_sort.hpp): division rounds monotonically, so the order
 // never inverts two ratios, it can only tie ratios within an ulp (which then go by token id).
 inline std::vector<int> decreasing_ratio_order(const double* p, const double* q, int V) {
-  std::vector<int> order;
-  for (int i = 0; i < V; ++i)
-    if (q[i] > 0.0) order.push_back(i);
+  std::vector<int> order = draft_support(q, V);
   sort_by_key(order, [&](int t) {
     return decreasing_key(p[t] > 0.0 ? q[t] / p[t] : std::numeric_limits<double>::infinity());
   });
@@ -49,7 +69,7 @@ inline SubsetSolution iid_optimal_subset(const double* p, const double* q, int V
   for (std::size_t m = 0; m < order.size(); ++m) {
     P.add(p[order[m]]);
     Q.add(q[order[m]]);
-    const double psi = P.value() - std::pow(Q.value(), n);
+    const double psi = P.value() - integer_power(Q.value(), n);
     if (psi < best - 1e-15) {
       best = psi;
       best_length = static_cast<int>(m) + 1;
