@@ -335,7 +335,7 @@ class GlobalResolutionPlan {
     std::vector<double> odds(m, -1.0);  // o'_i; -1: not coverable
     double S = 0.0;
     for (int i = 0; i < m; ++i) {
-      const double containing = std::pow(Q, n_) - std::pow(std::max(Q - member_mass[i], 0.0), n_);
+      const double containing = integer_power(Q, n_) - integer_power(std::max(Q - member_mass[i], 0.0), n_);
       if (containing <= targets[i]) continue;
       const double alone = targets[i] / (containing - targets[i]);
       odds[i] = alone / (1.0 + k * alone * member_mass[i]);
