@@ -33,22 +33,22 @@ inline double integer_power(double x, int n) {
   return result;
 }
 
-// The tokens with q > 0, in increasing id. Blocks without one are skipped after one vector test
-// (a draft top-k leaves most of them empty); within a block the test is a select, not a branch,
-// which would be mispredicted at nearly every kept token.
+// The tokens with q > 0, in increasing id. A block of 16 without one is skipped after a vector
+// maximum (a draft top-k leaves most of them empty; a maximum of doubles vectorises on every
+// x86-64 level, a count of comparisons not on the baseline); within a block the test is a select,
+// not a branch, which would be mispredicted at nearly every kept token.
 inline std::vector<int> draft_support(const double* q, int V) {
   constexpr int kBlock = 16;
-  int total = 0;
-#pragma omp simd reduction(+ : total)
-  for (int i = 0; i < V; ++i) total += q[i] > 0.0;
-  std::vector<int> support(total + 1);  // + 1: the select writes one past the last kept token
+  std::vector<int> support(kBlock);
   int count = 0;
   for (int begin = 0; begin < V; begin += kBlock) {
     const int end = std::min(V, begin + kBlock);
-    int positive = 0;
-#pragma omp simd reduction(+ : positive)
-    for (int i = begin; i < end; ++i) positive += q[i] > 0.0;
-    for (int i = begin; i < end && positive > 0; ++i) {
+    double largest = 0.0;
+#pragma omp simd reduction(max : largest)
+    for (int i = begin; i < end; ++i) largest = q[i] > largest ? q[i] : largest;
+    if (!(largest > 0.0)) continue;
+    if (count + kBlock > static_cast<int>(support.size())) support.resize(2 * support.size());
+    for (int i = begin; i < end; ++i) {
       support[count] = i;
       count += q[i] > 0.0;
     }
