@@ -36,7 +36,7 @@ std::vector<int> positions_by_key(int count, Key key) {
   if (count <= kSmall) {
     std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
   } else {
-    constexpr int kBits = 11, kBuckets = 1 << kBits, kPasses = (64 + kBits - 1) / kBits;
+    constexpr int kBits = 8, kBuckets = 1 << kBits, kPasses = (64 + kBits - 1) / kBits;
     std::vector<std::array<int, kBuckets>> histogram(kPasses);
     for (auto& h : histogram) h.fill(0);
     for (const Item& item : items)
