@@ -42,14 +42,19 @@ inline std::vector<int> draft_support(const double* q, int V) {
   std::vector<int> support(kBlock);
   int count = 0;
   for (int begin = 0; begin < V; begin += kBlock) {
-    const int end = std::min(V, begin + kBlock);
+    const double* x = q + begin;
+    const int size = std::min(V - begin, kBlock);
     double largest = 0.0;
-#pragma omp simd reduction(max : largest)
-    for (int i = begin; i < end; ++i) largest = q[i] > largest ? q[i] : largest;
-    if (!(largest > 0.0)) continue;
     unsigned mask = 0;
+    if (size == kBlock) {  // a fixed trip count: both loops stay vector code where inlined
+#pragma omp simd reduction(max : largest)
+      for (int j = 0; j < kBlock; ++j) largest = x[j] > largest ? x[j] : largest;
+      if (!(largest > 0.0)) continue;
 #pragma omp simd reduction(| : mask)
-    for (int i = begin; i < end; ++i) mask |= static_cast<unsigned>(q[i] > 0.0) << (i - begin);
+      for (int j = 0; j < kBlock; ++j) mask |= static_cast<unsigned>(x[j] > 0.0) << j;
+    } else {
+      for (int j = 0; j < size; ++j) mask |= static_cast<unsigned>(x[j] > 0.0) << j;
+    }
     if (count + kBlock > static_cast<int>(support.size())) support.resize(2 * support.size());
     for (; mask != 0; mask &= mask - 1) support[count++] = begin + __builtin_ctz(mask);  // lowest set bit (GCC, Clang)
   }
