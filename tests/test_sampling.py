@@ -129,3 +129,21 @@ def test_plan_sample_same_seed(plan_method):
     assert first == [plan.sample(drafts, seed) for seed in range(30)]
     assert len(set(first)) > 1, "the seed has no effect"
     assert all(0 <= t < len(p) for t in first)
+
+
+def test_sps_verify_reads_float64_rows_in_place_exactly():
+    """sps verify reads C-contiguous float64 rows in place, each entry times 1 / its row's sum: the
+    tokens are those drawn from the normalised copy that other layouts get (a strided view here),
+    for rows whose sums miss 1 within the tolerance, one row or a batch."""
+    rng = np.random.default_rng(12)
+    p = dirichlet(rng, 300, 0.3, 4) * (1 + np.array([4e-7, -6e-7, 0.0, 2e-7]))[:, None]
+    q = dirichlet(rng, 300, 0.3, 4) * (1 - 3e-7)
+    strided = [np.repeat(x, 2, axis=-1)[..., ::2] for x in (p, q)]
+    v = md.verifier("sps")
+    drafts = np.array([[v.draft(q[b] / q[b].sum(), 1, rng)[0]] for b in range(4)])
+    seeds = list(range(4))
+    for seed in range(50):
+        batch = v.verify(p, q, drafts, [seed + s for s in seeds])
+        assert [x.tolist() for x in batch] == [x.tolist() for x in v.verify(*strided, drafts, [seed + s for s in seeds])]
+        assert v.verify(p[0], q[0], drafts[0], seed) == v.verify(strided[0][0], strided[1][0], drafts[0], seed)
+    assert len({v.verify(p[1], q[1], drafts[1], seed)[0] for seed in range(50)}) > 1, "never rejected"

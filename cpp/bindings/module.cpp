@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -198,10 +199,37 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
   return out;
 }
 
+// "sps" on rows given with their scales (the laws are p_scale[r] p[r] and q_scale[r] q[r]; see
+// sps_sample): the caller's arrays are read in place, no normalised copy is written.
+Ints scaled_sps_verify(const Doubles& p, const Doubles& q, const Ints& drafts, const Seeds& seeds,
+                       const Doubles& p_scale, const Doubles& q_scale) {
+  const Batch b = batch_of(p, q);
+  if (drafts.shape(1) != 1 || p_scale.size() != b.B || q_scale.size() != b.B)
+    throw std::invalid_argument("internal: scaled sps takes one draft and one scale per row");
+  Ints out(b.B);
+  std::int64_t* o = out.mutable_data();
+  const std::vector<int> tokens = to_int(drafts.data(), static_cast<std::size_t>(b.B));
+  const double *pp = p.data(), *qq = q.data(), *ps = p_scale.data(), *qs = q_scale.data();
+  const std::uint64_t* s = seeds.data();
+  const int V = static_cast<int>(b.V);
+  parallel_rows(b.B, min_rows(b, RowWork::light), [&](py::ssize_t r) {
+    const double* qr = qq + r * b.q_stride;
+    check_drawable(SchemeKind::iid, qr, V, &tokens[r], 1);
+    Rng rng(s[r]);
+    o[r] = sps_sample(pp + r * b.V, qr, V, tokens[r], rng, ps[r], qs[r]);
+  });
+  return out;
+}
+
 // One verified token per row (B,), from each row's seed, without writing laws where the plan can
-// sample directly (sample_verified).
+// sample directly (sample_verified). "sps" may take the rows unnormalised with their scales.
 Ints batched_verify(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts,
-                    const Seeds& seeds, const VerifierOptions& options) {
+                    const Seeds& seeds, const VerifierOptions& options, const std::optional<Doubles>& p_scale,
+                    const std::optional<Doubles>& q_scale) {
+  if (p_scale || q_scale) {
+    if (method != "sps" || !p_scale || !q_scale) throw std::invalid_argument("internal: row scales are for sps");
+    return scaled_sps_verify(p, q, drafts, seeds, *p_scale, *q_scale);
+  }
   Ints out(p.shape(0));
   std::int64_t* o = out.mutable_data();
   const std::uint64_t* s = seeds.data();
@@ -361,7 +389,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("transport", &batched_transport, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
         py::arg("options") = VerifierOptions());
   m.def("verify", &batched_verify, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"), py::arg("seeds"),
-        py::arg("options") = VerifierOptions());
+        py::arg("options") = VerifierOptions(), py::arg("p_scale") = py::none(), py::arg("q_scale") = py::none());
   m.def("acceptance", &batched_acceptance, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("n"),
         py::arg("options") = VerifierOptions());
   m.def("acceptance_rate", [](const Doubles& p, const Doubles& q) {

@@ -59,13 +59,18 @@ def transport(
 def verify(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], drafts: npt.NDArray[np.int64],
     seeds: npt.NDArray[np.uint64], options: VerifierOptions = ...,
+    p_scale: npt.NDArray[np.float64] | None = None, q_scale: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.int64]:
     """One verified token per row, drawn from the row's seed without writing the law where the
-    plan samples directly (sps, naive, global_resolution)."""
+    plan samples directly (sps, naive, global_resolution). sps also takes the rows unnormalised
+    with their scales (B,) (the laws are p_scale[:, None] * p, read in place; `row_scales`)."""
 def acceptance(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, options: VerifierOptions = ...,
 ) -> npt.NDArray[np.float64]:
     """Exact acceptance (B,) of a verifier method per row (verifier_registry.hpp)."""
+def row_scales(x: npt.NDArray[np.float64], tolerance: float) -> npt.NDArray[np.float64] | None:
+    """C-contiguous float64 (B, V) -> 1 / row sums (B,), or None when a row is refused as by
+    `normalised_rows`; x times its scale is, entry by entry, the row normalised_rows writes."""
 def normalised_rows(x: npt.NDArray[np.floating], tolerance: float) -> npt.NDArray[np.float64] | None:
     """float32/float64 (B, V), any strides -> rows / their sums in float64, or None when a row has
     a non-finite or negative entry or a sum farther than `tolerance` from 1 (distribution.hpp)."""

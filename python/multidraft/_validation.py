@@ -147,6 +147,23 @@ def probabilities(x, name: str, ndims: Sequence[int] = (1, 2)) -> np.ndarray:
                      f"{array.shape[-1]}), but sums to {total!r}{where}")
 
 
+def probability_scales(x, name: str, ndims: Sequence[int] = (1, 2)) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`probabilities` without the normalised copy where the core can read ``x`` in place.
+
+    Returns ``(rows, scales)``: ``rows`` has the shape of ``x`` and ``scales`` one entry per row
+    (the last axis), such that ``rows * scales[..., None]``, entry by entry, is the law
+    :func:`probabilities` returns (the same sum, the same one multiplication per entry). A
+    C-contiguous float64 NumPy array is returned itself with 1 / its row sums; anything else, or a
+    refused array (to raise the same error), goes through :func:`probabilities`, with scales 1.
+    """
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.flags.c_contiguous and x.ndim in ndims and x.size:
+        scales = _core.row_scales(x.reshape(-1, x.shape[-1]), sum_tolerance(x.dtype, x.shape[-1]))
+        if scales is not None:
+            return x, scales
+    rows = probabilities(x, name, ndims)
+    return rows, np.ones(rows.size // rows.shape[-1])
+
+
 def count(n, name: str = "n", minimum: int = 1) -> int:
     """A positive integer such as the number of drafts."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):

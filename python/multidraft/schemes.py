@@ -39,14 +39,25 @@ def renamed_scheme(scheme: Optional[str], kind: Optional[str], default: Optional
     return kind
 
 
-def batched_inputs(p, q, n: Optional[int], kind: str):
+def _normalised(x, name: str, ndims=(1, 2)):
+    """:func:`_validation.probabilities` in the form of :func:`_validation.probability_scales`."""
+    return check.probabilities(x, name, ndims), None
+
+
+def batched_inputs(p, q, n: Optional[int], kind: str, scales: Optional[list] = None):
     """Validate target(s) and draft(s) for a scheme and return the core's batched layout.
 
     Returns ``(p2, q3, n, batched)``: ``p2`` (B, V), ``q3`` (B, rows, V) with rows = n for
-    independent drafts and 1 otherwise, and whether the caller passed a batch.
+    independent drafts and 1 otherwise, and whether the caller passed a batch. With a list
+    ``scales`` (one draft row per batch row only), ``p2`` and ``q3`` may be the caller's arrays,
+    unnormalised, and their row scales (B,) are appended to the list
+    (:func:`_validation.probability_scales`).
     """
     kind = scheme_kind(kind)
-    p = check.probabilities(p, "p")
+    if scales is not None and kind == "independent":
+        raise ValueError("internal: row scales are for one draft row per batch row")
+    read = _normalised if scales is None else check.probability_scales
+    p, p_scale = read(p, "p")
     batched = p.ndim == 2
     if kind == "independent":
         q = check.probabilities(q, "q", ndims=(p.ndim + 1,))
@@ -54,13 +65,15 @@ def batched_inputs(p, q, n: Optional[int], kind: str):
             raise ValueError(f"'n' = {n} does not match the {q.shape[-2]} draft rows of 'q'")
         n = q.shape[-2]
     else:
-        q = check.probabilities(q, "q", ndims=(p.ndim,))
+        q, q_scale = read(q, "q", ndims=(p.ndim,))
         if n is None:
             raise ValueError("'n' (the number of drafts) is required unless 'q' holds one row per draft model")
         n = check.count(n)
     check.same_vocabulary(p.shape[-1], q, "q")
     if batched and q.shape[0] != p.shape[0]:
         raise ValueError(f"'q' has batch size {q.shape[0]}, but 'p' has {p.shape[0]}")
+    if scales is not None:
+        scales += [p_scale, q_scale]
     B, V = (p.shape[0] if batched else 1), p.shape[-1]
     return p.reshape(B, V), q.reshape(B, -1, V), n, batched
 

@@ -46,6 +46,7 @@ class Verifier:
     scheme_kind = "iid"
     fixed_n: Optional[int] = None   # the only number of drafts the method handles, if any
     core_method = ""                # name of the method in _core.transport
+    scaled_rows = False             # verify reads float64 rows in place with their scales (no normalised copy)
     without_replacement = False
 
     def __repr__(self) -> str:
@@ -76,9 +77,10 @@ class Verifier:
         self._check_n(n)
         return DraftScheme(q, n, self.scheme_kind).probability(drafts)
 
-    def _inputs(self, p, q, drafts):
-        n = np.shape(drafts)[-1] if np.ndim(drafts) else 1
-        p2, q3, n, batched = batched_inputs(p, q, check.count(n), self.scheme_kind)
+    def _inputs(self, p, q, drafts, scales=None):
+        shape = drafts.shape if type(drafts) is np.ndarray else np.shape(drafts)  # cheaper on the common type
+        n = shape[-1] if shape else 1
+        p2, q3, n, batched = batched_inputs(p, q, check.count(n), self.scheme_kind, scales)
         self._check_n(n)
         d = check.tokens(drafts, p2.shape[1], n, ndims=(2,) if batched else (1,)).reshape(-1, n)
         if d.shape[0] != p2.shape[0]:
@@ -100,14 +102,17 @@ class Verifier:
         the core's threads (:func:`multidraft.set_num_threads`); a method that can draw its token
         without writing the output law (``"sps"``, ``"naive"``, ``"global_resolution"``) does so.
         """
-        p2, q3, n, d, batched = self._inputs(p, q, drafts)
+        scales = [] if self.scaled_rows else None
+        p2, q3, n, d, batched = self._inputs(p, q, drafts, scales)
         seeds = check.row_seeds(rng, p2.shape[0])
         if self.core_method:
-            tokens = _core.verify(self.core_method, p2, q3, d, seeds, self._core_options())
+            tokens = _core.verify(self.core_method, p2, q3, d, seeds, self._core_options(), *(scales or ()))
         else:
             tokens = _core.sample_rows(self._transport(p2, q3, n, d), seeds)
-        accepted = np.any(d == tokens[:, None], axis=1)
-        return (tokens, accepted) if batched else (int(tokens[0]), bool(accepted[0]))
+        if not batched:  # one row: a Python test of n ids costs less than the array comparison
+            token = int(tokens[0])
+            return token, token in d[0].tolist()
+        return tokens, np.any(d == tokens[:, None], axis=1)
 
     def _core_options(self):
         """The options of this verifier for the core's batched calls."""
@@ -142,12 +147,15 @@ class SpeculativeSampling(Verifier):
     """``"sps"``: single-draft speculative sampling (Leviathan et al.; Chen et al.).
 
     Accept the draft y with probability min(1, p(y)/q(y)), else sample (p - q)^+ normalised.
-    Optimal for one draft: acceptance sum_i min(p_i, q_i).
+    Optimal for one draft: acceptance sum_i min(p_i, q_i). ``verify`` reads C-contiguous float64
+    inputs in place, each entry times 1 / its row's sum as it is read: the law p / sum(p) exactly,
+    the very numbers a normalised copy would hold, without writing one.
     """
 
     name = "sps"
     fixed_n = 1
     core_method = "sps"
+    scaled_rows = True
 
 
 @register

@@ -16,6 +16,7 @@
 #include <Eigen/Dense>
 
 #include "multidraft/full_subsets.hpp"  // four_reciprocals
+#include "multidraft/radix_sort.hpp"
 
 namespace multidraft {
 
@@ -229,7 +230,7 @@ class ChebyshevPoints {
 };
 
 // A permutation sorting x increasingly, refreshed from the previous one by insertion (Newton
-// iterates keep most of their order), or by a full sort when that would take long.
+// iterates keep most of their order), or by a full (radix) sort when that would take long.
 inline void sort_increasing(const Eigen::VectorXd& x, std::vector<int>& order) {
   const int m = static_cast<int>(x.size());
   if (static_cast<int>(order.size()) == m) {
@@ -241,11 +242,8 @@ inline void sort_increasing(const Eigen::VectorXd& x, std::vector<int>& order) {
       order[j] = current;
     }
     if (moves <= 8L * m) return;
-  } else {
-    order.resize(m);
-    for (int i = 0; i < m; ++i) order[i] = i;
   }
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return x[a] < x[b]; });
+  order = positions_by_key(m, [&](int i) { return increasing_key(x[i]); });  // x = e^a > 0
 }
 
 // The variables sorted by x and their points y_j = c + x_j placed on a grid covering them: where

@@ -13,6 +13,7 @@
 
 #include <Eigen/Dense>
 
+#include "multidraft/draft_scheme.hpp"  // count_small_subsets, exponential_base
 #include "multidraft/full_subsets.hpp"
 #include "multidraft/pair_sums.hpp"
 #include "multidraft/triple_sums.hpp"
@@ -81,7 +82,80 @@ struct ConvexObjective {
   // the plan may hold more, to be interpolated; a point where they cannot be is refused.
   double enumeration_budget = std::numeric_limits<double>::infinity();
 
-  double term_count() const { return static_cast<double>(terms.size()) + full.count(); }
+  // What the stored terms are built from (build_grouped_terms in global_resolution.hpp): the EGF
+  // bases (bases[0] weights the objective, the others extra_weight) and the variables' masses
+  // (full.mass). n = 3 with interpolation defers the pairs until a pass enumerates them.
+  std::vector<double> bases;
+  bool pairs_deferred = false;
+
+  double term_count() const {
+    const double m = terms.variables, deferred = pairs_deferred ? m * (m - 1) / 2 : 0.0;
+    return static_cast<double>(terms.size()) + deferred + full.count();
+  }
+
+  // Appends the stored terms of one size (size-major order: the n = 3 pairs follow all the
+  // singles, so interpolation can take them over), built by depth-first search sharing each
+  // parent's polynomial, O(n^2) per subset, with each variable's factor coefficients q^d / d!
+  // computed once; a term is stored when a base gives it a positive weight. Storage is resized,
+  // not reallocated, so a reused workspace touches no new memory.
+  void append_stored_terms(int size) {
+    const std::vector<double>& mass = full.mass;
+    const int n = full.size, m = static_cast<int>(mass.size()), B = static_cast<int>(bases.size());
+    const int width = n + 1;
+    double through, before, members_through, members_before;
+    count_small_subsets(m, size, through, members_through);
+    count_small_subsets(m, size - 1, before, members_before);
+    std::size_t written = terms.size(), member_end = terms.members.size();
+    const std::size_t capacity = written + static_cast<std::size_t>(through - before);
+    terms.offsets.resize(capacity + 1);
+    terms.members.resize(member_end + static_cast<std::size_t>(members_through - members_before));
+    terms.weight.resize(capacity);
+    for (auto& w : terms.extra_weight) w.resize(capacity);
+
+    std::vector<double> factor(static_cast<std::size_t>(m) * width, 0.0);  // q^d / d!, d = 0..n
+    for (int k = 0; k < m; ++k) {
+      double term = 1.0;
+      for (int d = 1; d <= n; ++d) factor[k * width + d] = term *= mass[k] / d;
+    }
+    double n_factorial = 1.0;
+    for (int d = 2; d <= n; ++d) n_factorial *= d;
+    std::vector<double> polynomial(static_cast<std::size_t>(n + 1) * B * width);  // [depth][base][degree]
+    for (int b = 0; b < B; ++b) exponential_base(bases[b], n, &polynomial[b * width]);
+    std::vector<int> current;
+    std::vector<double> top(B);
+    auto recurse = [&](auto&& self, int start, int depth) -> void {
+      const bool leaf = depth + 1 == size;  // leaves need only the degree-n coefficient
+      for (int k = start; k < m; ++k) {
+        current.push_back(k);
+        const double* f = &factor[k * width];
+        bool positive = false;
+        for (int b = 0; b < B; ++b) {  // child = parent * (e^{q_k x} - 1), truncated at degree n
+          const double* in = &polynomial[(depth * B + b) * width];
+          double* out = &polynomial[((depth + 1) * B + b) * width];
+          for (int degree = leaf ? n : 1; degree <= n; ++degree) {
+            double acc = 0.0;
+            for (int j = 0; j < degree; ++j) acc += in[j] * f[degree - j];
+            out[degree] = acc;
+          }
+          top[b] = out[n] * n_factorial;
+          positive = positive || top[b] > 0.0;
+        }
+        if (leaf && positive) {
+          for (int member : current) terms.members[member_end++] = member;
+          terms.offsets[written + 1] = static_cast<std::int64_t>(member_end);
+          for (int b = 1; b < B; ++b) terms.extra_weight[b - 1][written] = top[b];
+          terms.weight[written++] = top[0];
+        }
+        if (!leaf) self(self, k + 1, depth + 1);
+        current.pop_back();
+      }
+    };
+    recurse(recurse, 0, 0);
+    terms.offsets.resize(written + 1);
+    terms.members.resize(member_end);
+    terms.weight.resize(written);
+    for (auto& w : terms.extra_weight) w.resize(written);
+  }
 
   // A safe step along 1 for the inner problem, where Newton crawls. The gradient sums to
   // delta - R(a), with delta = sum_U w_U - sum_i t_i fixed and R(a) = sum_U w_U / (1 + X_U) the
@@ -114,6 +188,10 @@ struct ConvexObjective {
     if (unshifted) curvature.power = a.array().exp();
     curvature.interpolated = !curvature.dense && curvature.four_reciprocals && interpolation_pays(curvature.power);
     if (!curvature.interpolated && full.count() > enumeration_budget) return false;
+    if (!curvature.interpolated && pairs_deferred) {
+      append_stored_terms(2);
+      pairs_deferred = false;
+    }
     if (!unshifted) materialise_full_subsets();
     gradient = -target;
     if (curvature.dense) curvature.hessian.setZero(m, m);
@@ -327,6 +405,10 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   Eigen::VectorXd g(m), d(m), trial_gradient(m);
   Curvature& curvature = workspace.curvature;
   Curvature& trial_curvature = workspace.trial_curvature;
+  // The workspace's variable orders belong to the previous solve: refreshing them by insertion
+  // would only waste moves before the full sort (SortedPoints::place).
+  curvature.sorted.order.clear();
+  trial_curvature.sorted.order.clear();
   curvature.dense = trial_curvature.dense = use_dense_newton(objective, report.solution);
   // A start the budget refuses (ConvexObjective::evaluate) ends the solve (no gradient known).
   if (!objective.evaluate(report.solution, g, curvature)) {

@@ -42,13 +42,21 @@ inline bool row_sum_if_valid(const StridedRow<T>& row, double& sum) {
   return std::isfinite(total) && lowest >= 0.0;
 }
 
-// out = row / sum(row) when the row is valid and |sum - 1| <= tolerance; false (out untouched)
-// otherwise, for the caller to say what is wrong.
+// scale = 1 / sum(row) when the row is valid and |sum - 1| <= tolerance; false otherwise, for the
+// caller to say what is wrong. The law is then the row times `scale`, entry by entry.
 template <class T>
-inline bool normalise_row(const StridedRow<T>& row, double tolerance, double* out) {
+inline bool row_scale(const StridedRow<T>& row, double tolerance, double& scale) {
   double sum;
   if (!row_sum_if_valid(row, sum) || !(std::fabs(sum - 1.0) <= tolerance)) return false;
-  const double scale = 1.0 / sum;
+  scale = 1.0 / sum;
+  return true;
+}
+
+// out = row / sum(row) (row times row_scale) when the row is valid; false (out untouched) otherwise.
+template <class T>
+inline bool normalise_row(const StridedRow<T>& row, double tolerance, double* out) {
+  double scale;
+  if (!row_scale(row, tolerance, scale)) return false;
   if (row.stride == 1) {
     const T* x = row.data;
 #pragma omp simd

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "multidraft/bits.hpp"
 #include "multidraft/rng.hpp"
 
 namespace multidraft {
@@ -212,7 +213,7 @@ class DraftScheme {
     std::vector<double> f(full + 1, 0.0), drawn_mass(full + 1, 0.0);
     f[0] = 1.0;
     for (std::uint32_t A = 1; A <= full; ++A) {
-      const int low = __builtin_ctz(A);
+      const int low = lowest_set_bit(A);
       drawn_mass[A] = drawn_mass[A & (A - 1)] + q_[U[low]];
     }
     const double outside_U = remaining_mass(U, size, drawn_mass[full]);

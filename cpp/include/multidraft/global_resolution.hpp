@@ -43,6 +43,7 @@
 #include "multidraft/network_builders.hpp"
 #include "multidraft/output_correction.hpp"
 #include "multidraft/polymatroid.hpp"
+#include "multidraft/radix_sort.hpp"
 #include "multidraft/rng.hpp"
 
 namespace multidraft {
@@ -105,10 +106,8 @@ inline PairWeights pair_weights(const std::vector<double>& q, int n, const std::
 
 // The grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
 // (spec §2.7): the n-subsets implicitly (full_subsets.hpp: weight n! prod q_u for every base), the
-// smaller ones stored, built by depth-first search sharing each parent's polynomial, O(n^2) per
-// subset, with each token's factor coefficients q^d / d! computed once. bases[0] gives the
-// objective's weights, each further base an `extra_weight` vector. Storage is resized, not
-// reallocated, so a reused workspace touches no new memory. Returns false when the terms to
+// smaller ones stored (ConvexObjective::append_stored_terms). bases[0] gives the objective's
+// weights, each further base an `extra_weight` vector. Returns false when the terms to
 // enumerate would exceed max_terms (the work budget): the stored ones, and the implicit ones
 // unless interpolation may sum them (n = 2, 3; ConvexObjective::evaluate then refuses any point
 // where it cannot).
@@ -119,77 +118,25 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   count_small_subsets(static_cast<std::int64_t>(member_mass.size()), interpolable ? n - 1 : n, count, members);
   if (count > max_terms) return false;
   objective.enumeration_budget = max_terms;
-  const int m = static_cast<int>(member_mass.size());
-  const int B = static_cast<int>(bases.size());
-  const int width = n + 1;
-  const int stored_size = n - 1;  // largest stored term
-  count_small_subsets(m, stored_size, count, members);
   GroupedTerms& terms = objective.terms;
-  const std::size_t total_terms = static_cast<std::size_t>(count);
-  terms.variables = m;
-  terms.offsets.resize(total_terms + 1);
-  terms.offsets[0] = 0;
-  terms.members.resize(static_cast<std::size_t>(members));
-  terms.weight.resize(total_terms);
-  terms.extra_weight.resize(B - 1);
-  for (auto& w : terms.extra_weight) w.resize(total_terms);
+  terms.variables = static_cast<int>(member_mass.size());
+  terms.offsets.assign(1, 0);  // resized, not reallocated: a reused workspace touches no new memory
+  terms.members.clear();
+  terms.weight.clear();
+  terms.extra_weight.resize(bases.size() - 1);
+  for (auto& w : terms.extra_weight) w.clear();
   objective.full.assign(member_mass, n);
+  objective.bases = bases;
   // sum over U != {} of n! [x^n] e^{b x} prod_U (e^{q_u x} - 1) = n! [x^n] e^{b x} (e^{Q_T x} - 1)
   double mass_T = 0.0;
   for (double q : member_mass) mass_T += q;
   objective.total_weight = std::pow(bases[0] + mass_T, n) - std::pow(bases[0], n);
-
-  std::vector<double> factor(static_cast<std::size_t>(m) * width, 0.0);  // q^d / d!, d = 0..n
-  for (int k = 0; k < m; ++k) {
-    double term = 1.0;
-    for (int d = 1; d <= n; ++d) factor[k * width + d] = term *= member_mass[k] / d;
-  }
-  double n_factorial = 1.0;
-  for (int d = 2; d <= n; ++d) n_factorial *= d;
-
-  std::vector<double> polynomial(static_cast<std::size_t>(n + 1) * B * width);  // [depth][base][degree]
-  for (int b = 0; b < B; ++b) exponential_base(bases[b], n, &polynomial[b * width]);
-  std::vector<int> current;
-  std::size_t written = 0, member_end = 0;
-  std::vector<double> top(B);
-  // Terms of one size at a time (size-major order: the n = 3 pairs follow all the singles, so
-  // interpolation can take them over; prefixes are recomputed per size, a lower-order cost).
-  auto recurse = [&](auto&& self, int start, int depth, int size) -> void {
-    const bool leaf = depth + 1 == size;  // leaves need only the degree-n coefficient
-    for (int k = start; k < m; ++k) {
-      current.push_back(k);
-      const double* f = &factor[k * width];
-      bool positive = false;
-      for (int b = 0; b < B; ++b) {  // child = parent * (e^{q_k x} - 1), truncated at degree n
-        const double* in = &polynomial[(depth * B + b) * width];
-        double* out = &polynomial[((depth + 1) * B + b) * width];
-        for (int degree = leaf ? n : 1; degree <= n; ++degree) {
-          double acc = 0.0;
-          for (int j = 0; j < degree; ++j) acc += in[j] * f[degree - j];
-          out[degree] = acc;
-        }
-        top[b] = out[n] * n_factorial;
-        positive = positive || top[b] > 0.0;
-      }
-      if (leaf && positive) {
-        for (int member : current) terms.members[member_end++] = member;
-        terms.offsets[written + 1] = static_cast<std::int64_t>(member_end);
-        for (int b = 1; b < B; ++b) terms.extra_weight[b - 1][written] = top[b];
-        terms.weight[written++] = top[0];
-      }
-      if (!leaf) self(self, k + 1, depth + 1, size);
-      current.pop_back();
-    }
-  };
-  objective.stored_pairs_begin = 0;
-  for (int size = 1; size <= stored_size; ++size) {
-    recurse(recurse, 0, 0, size);
-    if (size == 1) objective.stored_pairs_begin = written;  // n = 3: the singles
-  }
-  terms.offsets.resize(written + 1);
-  terms.members.resize(member_end);
-  terms.weight.resize(written);
-  for (auto& w : terms.extra_weight) w.resize(written);
+  if (n >= 2) objective.append_stored_terms(1);
+  objective.stored_pairs_begin = terms.size();  // n = 3: the singles
+  // n = 3: the pairs are interpolated with the triples wherever the triples are (evaluate), so
+  // they are built only when a pass enumerates them (a sixth of a peaked (100, 3) plan otherwise).
+  objective.pairs_deferred = n == 3 && interpolable;
+  for (int size = 2; size <= n - 1 && !objective.pairs_deferred; ++size) objective.append_stored_terms(size);
   objective.pair_weights = pair_weights(member_mass, n, bases);
   return true;
 }
@@ -237,11 +184,9 @@ class GlobalResolutionPlan {
 
     // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n.
     // outer_rows[j] belongs to order[h + j]: sort positions, not tokens, to keep the rows at hand
-    std::vector<int> outer_positions(split.outer_rows.size());
-    for (std::size_t j = 0; j < outer_positions.size(); ++j) outer_positions[j] = static_cast<int>(j);
     const int* outer_order = split.order.data() + split.h;
-    std::stable_sort(outer_positions.begin(), outer_positions.end(),
-                     [&](int a, int b) { return q[outer_order[a]] > q[outer_order[b]]; });
+    const std::vector<int> outer_positions = positions_by_key(
+        static_cast<int>(split.outer_rows.size()), [&](int j) { return decreasing_key(q[outer_order[j]]); });
     std::vector<int> outer_tokens(outer_positions.size());
     for (std::size_t j = 0; j < outer_positions.size(); ++j) outer_tokens[j] = outer_order[outer_positions[j]];
     const int outer_size = minimal_truncation(outer_tokens, q, q_total, n, options.tau, outer_.truncation_error);
@@ -269,7 +214,7 @@ class GlobalResolutionPlan {
         token_class_[t] = kZ;
       }
     }
-    std::stable_sort(inner_tokens.begin(), inner_tokens.end(), [&](int a, int b) { return q[a] > q[b]; });
+    sort_by_key(inner_tokens, [&](int t) { return decreasing_key(q[t]); });
     int inner_size = minimal_truncation(inner_tokens, q, mass_H, n, options.tau, inner_.truncation_error);
     if (std::pow(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
       inner_size = 0;
@@ -292,7 +237,7 @@ class GlobalResolutionPlan {
     if (!options.exact) {
       for (int k = 0; k < outer_size; ++k) truncated_.push_back({outer_tokens[k], outer.alpha[k], 0.0});
       for (int k = 0; k < inner_size; ++k) truncated_.push_back({inner_tokens[k], inner.alpha[k], 0.0});
-      std::sort(truncated_.begin(), truncated_.end());
+      sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
       rejection_law_ = std::move(split.law);
       alpha_ = std::clamp(std::pow(q_total, n) - std::pow(mass_H, n) + inner_acceptance, 0.0, 1.0);
       return;
@@ -316,7 +261,7 @@ class GlobalResolutionPlan {
     };
     if (!outer.rows_known) untruncated(outer_, q_total, mass_H);
     if (!inner.rows_known) untruncated(inner_, mass_H, mass_Z);
-    std::sort(truncated_.begin(), truncated_.end());
+    sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
     const double outer_rest = std::max(q_total - mass_H - outer_T, 0.0);  // Q_R
     const double inner_rest = std::max(mass_H - mass_Z - inner_T, 0.0);   // Q_Ri
     const double first_outer = first_draft_factor(q_total - outer_rest, q_total);
@@ -390,7 +335,7 @@ class GlobalResolutionPlan {
     std::vector<double> odds(m, -1.0);  // o'_i; -1: not coverable
     double S = 0.0;
     for (int i = 0; i < m; ++i) {
-      const double containing = std::pow(Q, n_) - std::pow(std::max(Q - member_mass[i], 0.0), n_);
+      const double containing = integer_power(Q, n_) - integer_power(std::max(Q - member_mass[i], 0.0), n_);
       if (containing <= targets[i]) continue;
       const double alone = targets[i] / (containing - targets[i]);
       odds[i] = alone / (1.0 + k * alone * member_mass[i]);

@@ -33,7 +33,7 @@ inline std::vector<double> outer_row_targets(const double* p, const double* q, i
     suffix_q[j] = suffix_q[j + 1] + q[outer[j]];
   }
   for (int j = 0; j <= K; ++j) {
-    const double psi_Hj = PH + suffix_p[j] - std::pow(QH + suffix_q[j], n);
+    const double psi_Hj = PH + suffix_p[j] - integer_power(QH + suffix_q[j], n);
     cumulative_min[j] = j == 0 ? psi_Hj : std::min(cumulative_min[j - 1], psi_Hj);
   }
   std::vector<double> targets(K);  // targets[j] belongs to order[h + j] = outer[K - 1 - j]

@@ -34,11 +34,14 @@ inline void sps_transport(const double* p, const double* q, int V, int draft, do
 }
 
 // One token of sps_transport's law without writing it: the acceptance test, and only on rejection
-// one pass over (p - q)^+ (p itself when that vanishes, as above).
-inline int sps_sample(const double* p, const double* q, int V, int draft, Rng& rng) {
-  if (rng.uniform() < std::min(1.0, p[draft] / q[draft])) return draft;
-  const int token = sample_index_by(V, rng, [p, q](int i) { return p[i] - q[i]; });
-  return token >= 0 ? token : sample_index(p, V, rng);
+// one pass over (p - q)^+ (p itself when that vanishes, as above). The laws may be given as rows
+// and scales (p_scale p and q_scale q, each entry scaled as it is read: the products a normalised
+// copy would hold, without writing one).
+inline int sps_sample(const double* p, const double* q, int V, int draft, Rng& rng, double p_scale = 1.0,
+                      double q_scale = 1.0) {
+  if (rng.uniform() < std::min(1.0, p[draft] * p_scale / (q[draft] * q_scale))) return draft;
+  const int token = sample_index_by(V, rng, [=](int i) { return p[i] * p_scale - q[i] * q_scale; });
+  return token >= 0 ? token : sample_index_by(V, rng, [=](int i) { return p[i] * p_scale; });
 }
 
 // Naive rejection ([NH]): draw Z ~ p independently of the drafts and accept iff Z is one of

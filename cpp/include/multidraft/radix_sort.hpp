@@ -1,0 +1,68 @@
+// Stable sorting by 64-bit unsigned keys (least-significant-digit radix sort), for the orders the
+// plans build on every call: tokens by decreasing q/p or q, variables by e^a, tokens by id.
+// Comparison sorts of ~1000 entries whose comparator reads doubles at random cost tens of
+// microseconds (a third of a flat (1000, 2) Global Resolution plan); a radix pass reads the keys
+// in order. Non-negative doubles (+inf included) compare as their bit patterns do, so
+// `increasing_key` / `decreasing_key` turn them into keys exactly, ties and all.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+namespace multidraft {
+
+// Key whose increasing order is the increasing order of x >= 0 (NaN excluded by the caller).
+inline std::uint64_t increasing_key(double x) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+inline std::uint64_t decreasing_key(double x) { return ~increasing_key(x); }
+
+// Positions 0 .. count-1 sorted by increasing key(position), ties in increasing position
+// (stable). Small inputs use a comparison sort (the radix passes' histograms cost more there).
+template <class Key>
+std::vector<int> positions_by_key(int count, Key key) {
+  struct Item {
+    std::uint64_t key;
+    int position;
+  };
+  std::vector<Item> items(count), buffer(count);
+  for (int j = 0; j < count; ++j) items[j] = {key(j), j};
+  constexpr int kSmall = 128;
+  if (count <= kSmall) {
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
+  } else {
+    constexpr int kBits = 8, kBuckets = 1 << kBits, kPasses = (64 + kBits - 1) / kBits;
+    std::vector<std::array<int, kBuckets>> histogram(kPasses);
+    for (auto& h : histogram) h.fill(0);
+    for (const Item& item : items)
+      for (int pass = 0; pass < kPasses; ++pass) ++histogram[pass][(item.key >> (pass * kBits)) & (kBuckets - 1)];
+    for (int pass = 0; pass < kPasses; ++pass) {
+      std::array<int, kBuckets>& start = histogram[pass];
+      const int shift = pass * kBits;
+      if (start[(items[0].key >> shift) & (kBuckets - 1)] == count) continue;  // one bucket: order unchanged
+      std::exclusive_scan(start.begin(), start.end(), start.begin(), 0);
+      for (const Item& item : items) buffer[start[(item.key >> shift) & (kBuckets - 1)]++] = item;
+      items.swap(buffer);
+    }
+  }
+  std::vector<int> positions(count);
+  for (int j = 0; j < count; ++j) positions[j] = items[j].position;
+  return positions;
+}
+
+// Sorts `items` stably by increasing key(item).
+template <class T, class Key>
+void sort_by_key(std::vector<T>& items, Key key) {
+  const std::vector<int> positions = positions_by_key(static_cast<int>(items.size()), [&](int j) { return key(items[j]); });
+  std::vector<T> sorted;
+  sorted.reserve(items.size());
+  for (int j : positions) sorted.push_back(items[j]);
+  items.swap(sorted);
+}
+
+}  // namespace multidraft
