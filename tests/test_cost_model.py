@@ -43,3 +43,9 @@ def test_measured_costs_from_generation_statistics():
 def test_refusals(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_prediction_table():
+    table = cm.format_predictions({"sps": [0.9, 0.9, 0.1]}, [0.2, 1.0])
+    # c = 1: L = 1 gives 1.9 / 2 = 0.95, more positions only cost more
+    assert table.splitlines()[2] == f"| sps | {2.71 / 1.4:.2f}x (L = 2) | 0.95x (L = 1) |"

@@ -118,3 +118,18 @@ def test_refusals(oov):
         hf.prune_draft_head(draft, np.arange(7), 4)
     with pytest.raises(ValueError, match="'size' = 9 exceeds"):
         hf.prune_draft_head(draft, np.arange(8), 9)
+
+
+def test_generation_benchmark_runs_with_pruned_drafts(oov, tmp_path):
+    from multidraft.bench.hf import compare, format_rows, pruned_drafters
+
+    target, draft, *_ = oov["llama"]
+    dataset = tmp_path / "pairs.npz"
+    logits = np.random.default_rng(0).standard_normal((16, 10))
+    np.savez(dataset, token_counts=np.array(COUNTS["llama"]), target_logits=logits)
+    rows = compare(target, draft, torch.tensor([PROMPT]), new_tokens=6, repeats=1, configs=[],
+                   draft_length=2, draft_top_k=4, oov=pruned_drafters(draft, dataset, [0.5]))
+    assert [r["method"] for r in rows[2:]] == ["multidraft sps TLI 50%", "multidraft otlp TLI 50%",
+                                               "multidraft sps RDK 50%", "multidraft otlp RDK 50%"]
+    assert all(r["cost_ratio"] > 0 and r["predicted_speedup"] > 0 for r in rows[2:])
+    assert "| multidraft otlp RDK 50% | 2 |" in format_rows(rows)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
@@ -85,3 +85,14 @@ def measured_costs(stats) -> MeasuredCosts:
     target = stats.target_seconds / stats.target_calls
     draft = stats.draft_seconds / (stats.target_calls * stats.draft_length)
     return MeasuredCosts(draft / target, stats.verify_seconds / stats.target_calls / target)
+
+
+def format_predictions(profiles: Dict[str, Sequence[float]], ratios: Sequence[float], overhead: float = 0.0) -> str:
+    """A Markdown table of PREDICTED speedups: one row per acceptance profile, one column per cost
+    ratio, each cell ``speedup (best L)`` over L up to the profile's length."""
+    lines = ["| acceptance profile (measured) | " + " | ".join(f"c = {c:g}" for c in ratios) + " |",
+             "|---|" + "---|" * len(ratios)]
+    for label, acceptance in profiles.items():
+        cells = [best_draft_length(acceptance, c, overhead) for c in ratios]
+        lines.append(f"| {label} | " + " | ".join(f"{s:.2f}x (L = {L})" for L, s in cells) + " |")
+    return "\n".join(lines)
