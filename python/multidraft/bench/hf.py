@@ -1,8 +1,9 @@
 """Generation benchmark: multi-draft decoding inside ``model.generate`` against its peers.
 
-``python -m multidraft.bench.hf [--pair data/pair] [--new-tokens 64] [--repeats 5]`` loads the
-trained pair of ``scripts/train_pair.py`` and compares, on one prompt with the same generation
-arguments (sampling at the models' defaults, exactly ``--new-tokens`` tokens):
+``python -m multidraft.bench --generation [--pair data/pair] [--new-tokens 64] [--repeats 5]`` (the
+same as ``python -m multidraft.bench.hf``) loads the trained pair of ``scripts/train_pair.py`` and
+compares, on one prompt with the same generation arguments (sampling at the models' defaults,
+exactly ``--new-tokens`` tokens):
 
 - ``target.generate`` (plain sampling) and ``transformers``' assisted generation
   (``assistant_model=draft``, single draft);
@@ -133,7 +134,8 @@ def format_rows(rows: List[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m multidraft.bench --generation",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--pair", type=Path, default=Path("data/pair"), help="scripts/train_pair.py output")
     parser.add_argument("--prompt", default="And God said unto Moses,")
     parser.add_argument("--new-tokens", type=int, default=64)
