@@ -15,7 +15,7 @@ from transformers import LogitsProcessorList, RepetitionPenaltyLogitsProcessor, 
 
 import multidraft as md
 from multidraft import hf
-from hf_models import processed_sequence_law, sequence_law, tiny_pair
+from hf_models import FAMILIES, VOCAB, processed_sequence_law, sequence_law, tiny_model, tiny_pair
 from test_hf import LENGTH, PROMPT, SAMPLES, assert_follows
 
 #: Corpus counts of the pruning: a fixed ranking that keeps some tokens the target likes and drops others.
@@ -52,6 +52,18 @@ def test_pruned_head_keeps_the_draft_logits_of_the_kept_tokens(oov):
         assert draft.get_output_embeddings().weight.shape[0] == V  # the original is untouched
         dense = M.to_dense()
         assert dense[vmap.shared][:, vmap.target_only].sum() > 0.1  # RDK reaches the pruned tokens
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_prune_draft_head_on_every_family(family):
+    """The pruned head gives the kept columns of the full logits (soft-capping included, Gemma 2)."""
+    model = tiny_model(family, seed=1)
+    V = VOCAB[family]
+    pruned, vmap = hf.prune_draft_head(model, np.arange(V)[::-1].copy(), 3)  # keeps ids 0, 1, 2
+    assert list(vmap.draft_to_target) == [0, 1, 2]
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.inference_mode():
+        assert torch.allclose(pruned(input_ids=ids).logits, model(input_ids=ids).logits[..., :3], atol=1e-6)
 
 
 @pytest.mark.parametrize("family, rdk, name, n", [("gpt2", False, "sps", 1), ("llama", False, "otlp", 2),
