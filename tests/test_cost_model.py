@@ -28,8 +28,10 @@ def test_measured_costs_from_generation_statistics():
     hf = pytest.importorskip("multidraft.hf")
     stats = hf.GenerationStats(num_drafts=2, draft_length=4, verifier="otlp", target_calls=10, draft_seconds=0.8,
                                target_seconds=1.0, verify_seconds=0.3)
-    costs = cm.measured_costs(stats)  # a draft pass 0.02 s, a target pass 0.1 s, verification 0.03 s per round
+    costs = cm.measured_costs(stats, 0.05)  # a draft pass 0.02 s, a target pass 0.1 s, verification 0.03 s per round
     assert costs.cost_ratio == pytest.approx(0.2) and costs.overhead == pytest.approx(0.3)
+    assert costs.target_step == pytest.approx(2.0)  # a target pass costs two plain steps of 0.05 s
+    assert cm.predicted_speedup([0.8, 0.5], 0.1, 0.05, target_step=2.0) == pytest.approx(2.2 / 1.25 / 2)
 
 
 @pytest.mark.parametrize("call, match", [
@@ -39,6 +41,7 @@ def test_measured_costs_from_generation_statistics():
     (lambda: cm.predicted_speedup([0.5], -0.1), "'cost_ratio'"),
     (lambda: cm.predicted_speedup([0.5], 0.1, np.inf), "'overhead'"),
     (lambda: cm.round_cost(0, 0.1), "'draft_length'"),
+    (lambda: cm.predicted_speedup([0.5], 0.1, target_step=0), "'target_step'"),
 ])
 def test_refusals(call, match):
     with pytest.raises(ValueError, match=match):

@@ -13,6 +13,10 @@ A round costs ``L c + 1 + v``; plain sampling costs 1 per token, so
 
     speedup = E[tokens per round] / (L c + 1 + v).
 
+A measured run adds ``target_step`` r: what one target pass of the speculative loop costs in plain
+sampling steps (1 in the model; more when the loop's pass over the n L tree tokens, its mask and
+its laws cost more than a plain step), and the speedup is divided by r.
+
 Assumptions (say them next to any prediction): a target pass over the n L tree tokens costs what
 a one-token pass costs (memory-bound decoding, n L small), plain sampling's own overhead is
 negligible, and the acceptance does not depend on L (true: position j's acceptance is a property
@@ -54,9 +58,13 @@ def round_cost(draft_length: int, cost_ratio: float, overhead: float = 0.0) -> f
     return L * _nonnegative(cost_ratio, "cost_ratio") + 1.0 + _nonnegative(overhead, "overhead")
 
 
-def predicted_speedup(acceptance: Sequence[float], cost_ratio: float, overhead: float = 0.0) -> float:
-    """Predicted speedup over plain sampling with draft length ``len(acceptance)``."""
-    return expected_tokens(acceptance) / round_cost(len(_acceptance(acceptance)), cost_ratio, overhead)
+def predicted_speedup(acceptance: Sequence[float], cost_ratio: float, overhead: float = 0.0,
+                      target_step: float = 1.0) -> float:
+    """Predicted speedup over plain sampling with draft length ``len(acceptance)``; ``target_step``:
+    one target pass in plain sampling steps (module docstring)."""
+    if _nonnegative(target_step, "target_step") == 0:
+        raise ValueError("'target_step' must be > 0")
+    return expected_tokens(acceptance) / round_cost(len(_acceptance(acceptance)), cost_ratio, overhead) / target_step
 
 
 def best_draft_length(acceptance: Sequence[float], cost_ratio: float, overhead: float = 0.0) -> Tuple[int, float]:
@@ -71,20 +79,26 @@ def best_draft_length(acceptance: Sequence[float], cost_ratio: float, overhead: 
 @dataclass(frozen=True)
 class MeasuredCosts:
     """Relative costs of a measured run (``multidraft.hf.GenerationStats``), in target passes:
-    ``cost_ratio`` (one draft pass), ``overhead`` (verification per round)."""
+    ``cost_ratio`` (one draft pass), ``overhead`` (verification per round); ``target_step``: one
+    target pass in plain sampling steps."""
 
     cost_ratio: float
     overhead: float
+    target_step: float
 
 
-def measured_costs(stats) -> MeasuredCosts:
-    """The cost ratio and the overhead of a run, from its wall-time split: the loop runs ``L``
-    draft passes and one target pass per round (batched over rows)."""
+def measured_costs(stats, plain_step_seconds: float) -> MeasuredCosts:
+    """The relative costs of a run, from its wall-time split (the loop runs ``L`` draft passes and
+    one target pass per round, batched over rows) and the measured seconds of one plain sampling
+    step (e.g. ``target.generate``'s time over its tokens)."""
     if stats.target_calls == 0 or stats.target_seconds <= 0:
         raise ValueError("'stats' has no target pass to compare with (no round was run)")
+    if _nonnegative(plain_step_seconds, "plain_step_seconds") == 0:
+        raise ValueError("'plain_step_seconds' must be > 0")
     target = stats.target_seconds / stats.target_calls
     draft = stats.draft_seconds / (stats.target_calls * stats.draft_length)
-    return MeasuredCosts(draft / target, stats.verify_seconds / stats.target_calls / target)
+    return MeasuredCosts(draft / target, stats.verify_seconds / stats.target_calls / target,
+                         target / plain_step_seconds)
 
 
 def format_predictions(profiles: Dict[str, Sequence[float]], ratios: Sequence[float], overhead: float = 0.0) -> str:

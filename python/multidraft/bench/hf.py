@@ -17,7 +17,7 @@ Reported per method: tokens per target forward pass (a forward hook counts the p
 wall time over ``--repeats`` runs after one warm-up run, and for multidraft the target positions
 computed per round (tokens fed to the target) and the acceptance per draft position, the relative
 costs of the round (``multidraft.bench.cost_model.measured_costs``: a draft pass and the
-verification in target passes) and the speedup the cost model predicts from them against the
+verification in target passes, a target pass in plain sampling steps) and the speedup the cost model predicts from them against the
 measured one. Then the cost model's PREDICTED speedups at deployment cost ratios for the measured
 acceptance profiles.
 """
@@ -108,12 +108,13 @@ def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
             stats = _total([o.multidraft for o in outputs])
             rounds = sum(o.multidraft.row_rounds for o in outputs)
             acceptance = stats.accepted / np.maximum(stats.reached, 1)
-            costs = cost_model.measured_costs(stats)
+            costs = cost_model.measured_costs(stats, plain / new_tokens)
             rows.append(dict(method=f"multidraft {name}{label}", n=n, tokens_per_pass=repeats * new_tokens / calls,
                              seconds=seconds, acceptance=acceptance, cost_ratio=costs.cost_ratio,
-                             overhead=costs.overhead, measured_speedup=plain / seconds,
+                             overhead=costs.overhead, target_step=costs.target_step,
+                             measured_speedup=plain / seconds,
                              predicted_speedup=cost_model.predicted_speedup(acceptance, costs.cost_ratio,
-                                                                            costs.overhead),
+                                                                            costs.overhead, costs.target_step),
                              target_positions_per_round=sum(o.multidraft.target_positions for o in outputs) / rounds))
     finally:
         hook.remove()
@@ -122,12 +123,13 @@ def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
 
 def format_rows(rows: List[dict]) -> str:
     lines = ["| method | n | tokens per target pass | wall time (s) | target positions per round | acceptance per "
-             "position | draft pass / target pass | verification / target pass | speedup measured (predicted) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "position | draft pass / target pass | verification / target pass | target pass / plain step | "
+             "speedup measured (predicted) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cells = [f"{r['target_positions_per_round']:.1f}", " ".join(f"{a:.2f}" for a in r["acceptance"]),
-                 f"{r['cost_ratio']:.2f}", f"{r['overhead']:.2f}",
-                 f"{r['measured_speedup']:.2f} ({r['predicted_speedup']:.2f})"] if "acceptance" in r else ["-"] * 5
+                 f"{r['cost_ratio']:.2f}", f"{r['overhead']:.2f}", f"{r['target_step']:.1f}",
+                 f"{r['measured_speedup']:.2f} ({r['predicted_speedup']:.2f})"] if "acceptance" in r else ["-"] * 6
         lines.append(f"| {r['method']} | {r['n']} | {r['tokens_per_pass']:.2f} | {r['seconds']:.3f} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
