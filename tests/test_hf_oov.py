@@ -138,10 +138,12 @@ def test_generation_benchmark_runs_with_pruned_drafts(oov, tmp_path):
     target, draft, *_ = oov["llama"]
     dataset = tmp_path / "pairs.npz"
     logits = np.random.default_rng(0).standard_normal((16, 10))
-    np.savez(dataset, token_counts=np.array(COUNTS["llama"]), target_logits=logits)
+    softmax = lambda x: np.exp(x) / np.exp(x).sum(axis=1, keepdims=True)
+    np.savez(dataset, token_counts=np.array(COUNTS["llama"]), target_logits=logits, p=softmax(logits),
+             q=softmax(logits[::-1]))
     rows = compare(target, draft, torch.tensor([PROMPT]), new_tokens=6, repeats=1, configs=[],
                    draft_length=2, draft_top_k=4, oov=pruned_drafters(draft, dataset, [0.5]))
-    assert [r["method"] for r in rows[2:]] == ["multidraft sps TLI 50%", "multidraft otlp TLI 50%",
-                                               "multidraft sps RDK 50%", "multidraft otlp RDK 50%"]
+    assert [r["method"].split(" (tau")[0] for r in rows[2:]] == [
+        "multidraft sps TLI 50%", "multidraft otlp TLI 50%", "multidraft sps RDK 50%", "multidraft otlp RDK 50%"]
     assert all(r["cost_ratio"] > 0 and r["predicted_speedup"] > 0 for r in rows[2:])
-    assert "| multidraft otlp RDK 50% | 2 |" in format_rows(rows)
+    assert f"| {rows[-1]['method']} | 2 |" in format_rows(rows) and "RDK 50% (tau " in rows[-1]["method"]

@@ -36,6 +36,8 @@ import torch
 CONFIGS: Tuple[Tuple[str, int], ...] = (("sps", 1), ("otlp", 2), ("otlp", 4), ("spectr", 4), ("rrs", 4))
 #: (verifier, n) of the out-of-vocabulary rows.
 OOV_CONFIGS: Tuple[Tuple[str, int], ...] = (("sps", 1), ("otlp", 2))
+#: Temperatures of the affinity matrix tried on held-out contexts (the smallest is about TLI).
+TAUS = (0.01, 0.03, 0.1, 0.3, 1.0)
 #: Draft/target cost ratios of the prediction table: 0.1-0.2 is e.g. a 1 B draft for an 8 B target.
 DEPLOYMENT_RATIOS = (0.05, 0.1, 0.15, 0.2, 0.3)
 
@@ -54,19 +56,25 @@ def _timed(run: Callable[[int], object], repeats: int, passes: Dict[str, int]):
 
 def pruned_drafters(draft, dataset: Path, fractions: Sequence[float]):
     """(label, verifier, n, decode arguments) of the out-of-vocabulary rows: per pruned fraction,
-    TLI and RDK with :data:`OOV_CONFIGS` (token counts and calibration logits from ``dataset``)."""
+    TLI and RDK with :data:`OOV_CONFIGS`. From ``dataset``: the token counts; M from the target
+    logits of the first half of the contexts (Eq. 2 with the correlation, so tau -> 0 tends to
+    TLI), its temperature chosen among :data:`TAUS` by the single-draft acceptance on the second
+    half (``multidraft.rdk.select_temperature``)."""
     from .. import hf, rdk
 
     rows = []
     if fractions:
         data = np.load(dataset)
-        counts, logits = data["token_counts"], data["target_logits"][:1024]
+        half = len(data["p"]) // 2
+        counts, logits, p, q = data["token_counts"], data["target_logits"][:half], data["p"][half:], data["q"][half:]
     for fraction in fractions:
         pruned, vmap = hf.prune_draft_head(draft, counts, max(1, round(fraction * len(counts))))
-        M = rdk.AffinityMatrix.from_calibration(logits, tau=1.0, top_k=8, rows=vmap.shared)
-        for kind, affinity in (("TLI", None), ("RDK", M)):
-            rows += [(f" {kind} {fraction:.0%}", name, n, dict(draft_model=pruned, vocabulary_map=vmap,
-                                                               affinity=affinity)) for name, n in OOV_CONFIGS]
+        scores = rdk.affinity_scores(logits, top_k=8, rows=vmap.shared, omega="correlation")
+        q_prime = rdk.VocabularyMap.pruned(vmap.draft_to_target, len(counts)).tli(q)
+        tau, _ = rdk.select_temperature(scores, TAUS, p, q_prime)
+        kinds = ((f"TLI {fraction:.0%}", None), (f"RDK {fraction:.0%} (tau {tau:g})", scores.matrix(tau)))
+        rows += [(f" {kind}", name, n, dict(draft_model=pruned, vocabulary_map=vmap, affinity=affinity))
+                 for kind, affinity in kinds for name, n in OOV_CONFIGS]
     return rows
 
 
