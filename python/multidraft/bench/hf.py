@@ -17,9 +17,9 @@ Reported per method: tokens per target forward pass (a forward hook counts the p
 wall time over ``--repeats`` runs after one warm-up run, and for multidraft the target positions
 computed per round (tokens fed to the target) and the acceptance per draft position, the relative
 costs of the round (``multidraft.bench.cost_model.measured_costs``: a draft pass and the
-verification in target passes, a target pass in plain sampling steps) and the speedup the cost model predicts from them against the
-measured one. Then the cost model's PREDICTED speedups at deployment cost ratios for the measured
-acceptance profiles.
+verification in target passes, a target pass in plain sampling steps) and the speedup the cost
+model predicts from them against the measured one. Then the cost model's PREDICTED speedups at
+deployment cost ratios for the measured acceptance profiles.
 """
 from __future__ import annotations
 

@@ -55,8 +55,8 @@ from ._laws import Law, processor_law, sampling_options, truncate_draft, warp_la
 from ._oov import DraftVocabulary, prune_draft_head
 from ._tree import TreeCache, check_model
 
-__all__ = ["decode", "generate", "prune_draft_head", "warp_probabilities", "GenerationStats", "GenerationResult", "MultiDraftOutput",
-           "DEFAULT_VERIFIER", "NAMED_OPTIONS"]
+__all__ = ["decode", "generate", "prune_draft_head", "warp_probabilities", "GenerationStats", "GenerationResult",
+           "MultiDraftOutput", "DEFAULT_VERIFIER", "NAMED_OPTIONS"]
 
 #: The default verifier: the exact optimal one (OTLP plan, acceptance alpha*; see NAMED_OPTIONS).
 DEFAULT_VERIFIER = "otlp"
@@ -508,8 +508,8 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
     :class:`MultiDraftOutput` (``.sequences``, ``.multidraft`` statistics).
 
     Extra arguments: ``draft_model`` (required), ``num_drafts``, ``draft_length``, ``verifier``,
-    ``draft_top_k``, ``vocabulary_map``, ``affinity`` and ``seed`` as in :func:`generate` (``seed=None`` draws the seed from
-    torch's global generator, so ``torch.manual_seed`` makes runs repeatable).
+    ``draft_top_k``, ``vocabulary_map``, ``affinity`` and ``seed`` as in :func:`generate`
+    (``seed=None`` draws the seed from torch's global generator, so ``torch.manual_seed`` makes runs repeatable).
     """
     if draft_model is None:
         raise ValueError("'draft_model' is required: target.generate(..., custom_generate=multidraft.hf.decode, "
