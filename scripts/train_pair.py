@@ -12,6 +12,10 @@ under ``data/`` (git-ignored):
   (format: ``multidraft.bench.dataset``; used by ``python -m multidraft.bench --dataset PATH``),
 - ``data/pair/report.json``: sizes, held-out perplexities and timings.
 
+``--size large`` trains a 27 M-parameter target instead (with the same draft) under
+``data/pair-large`` and ``data/next_token_pairs-large.npz``; at the default steps it takes hours on
+2 shared cores (about 12x the small target's compute per step).
+
 Run: ``.venv/bin/python scripts/train_pair.py`` (``--help`` for sizes and steps). Deterministic for a
 given seed and thread count; re-running reuses the cached tokenizer and models unless ``--retrain``.
 """
@@ -38,6 +42,10 @@ SIZES = {  # Llama configurations: the target costs about 7x the draft per token
                    num_key_value_heads=4),
     "draft": dict(hidden_size=96, intermediate_size=256, num_hidden_layers=1, num_attention_heads=2,
                   num_key_value_heads=2),
+    # --size large: a target of about 27 M parameters, whose forward pass dominates the draft's even
+    # on a CPU (the small pair's passes cost about the same: framework overhead)
+    "large-target": dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
+                         num_key_value_heads=8),
 }
 
 
@@ -74,6 +82,7 @@ def encode(tokenizer, verses) -> np.ndarray:
 
 
 def make_model(size: str, vocab_size: int, context: int, eos: int) -> LlamaForCausalLM:
+    """A fresh Llama of configuration ``SIZES[size]``."""
     config = LlamaConfig(vocab_size=vocab_size, max_position_embeddings=context, tie_word_embeddings=True,
                          bos_token_id=eos, eos_token_id=eos, pad_token_id=eos, **SIZES[size])
     return LlamaForCausalLM(config)
@@ -156,10 +165,15 @@ def main(argv=None) -> int:
                         help="torch threads (default 1: on cores shared with other work, 2 threads ran 4-7x "
                         "slower per step than 1 here)")
     parser.add_argument("--retrain", action="store_true", help="ignore cached tokenizer and models")
+    parser.add_argument("--size", choices=("small", "large"), default="small",
+                        help="target size: small (2.2 M parameters, data/pair) or large (27 M, data/pair-large, "
+                        "data/next_token_pairs-large.npz); the draft is the same")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     log = lambda message: print(message, flush=True)
-    pair_dir = args.out / "pair"
+    suffix = "" if args.size == "small" else "-large"
+    pair_dir = args.out / f"pair{suffix}"
+    configs = {"target": "target" if args.size == "small" else "large-target", "draft": "draft"}
     pair_dir.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
 
@@ -186,7 +200,7 @@ def main(argv=None) -> int:
         path = pair_dir / role
         if args.retrain or not (path / "config.json").exists():
             torch.manual_seed(args.seed + index)
-            model = make_model(role, V, args.context, tokenizer.eos_token_id)
+            model = make_model(configs[role], V, args.context, tokenizer.eos_token_id)
             log(f"training the {role}: {parameters(model):,} parameters, {steps} steps")
             seconds = train(model, train_stream, steps, args.batch, args.context, 3e-3, args.seed + index, log)
             model.save_pretrained(path)
@@ -196,7 +210,7 @@ def main(argv=None) -> int:
             log(f"{role}: reusing {path}")
         trained[role] = model
         report[f"{role}_parameters"] = parameters(model)
-        report[f"{role}_config"] = SIZES[role]
+        report[f"{role}_config"] = SIZES[configs[role]]
         report[f"{role}_held_out_perplexity"] = round(perplexity(model, test_stream, args.context), 3)
         log(f"{role}: held-out perplexity {report[f'{role}_held_out_perplexity']}")
 
@@ -207,7 +221,7 @@ def main(argv=None) -> int:
     report["mean_single_draft_acceptance"] = round(float(np.minimum(p, q).sum(axis=1).mean()), 4)
     report["total_seconds"] = round(time.perf_counter() - began, 1)
     meta = {k: (json.dumps(v) if isinstance(v, dict) else v) for k, v in report.items()}
-    dataset_path = args.out / "next_token_pairs.npz"
+    dataset_path = args.out / f"next_token_pairs{suffix}.npz"
     np.savez_compressed(dataset_path, p=p, q=q, target_logits=target_logits,
                         token_counts=np.bincount(train_stream, minlength=V).astype(np.int64),
                         meta=np.array(json.dumps(meta)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -102,15 +103,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--rdk", action="store_true", help="run the RDK benchmark ([OOV]: acceptance against "
                         "pruning, build and proposal times) instead; options: --rdk --help")
+    parser.add_argument("--generation", action="store_true", help="run the generation benchmark (the trained pair "
+                        "of scripts/train_pair.py in model.generate) instead; options: --generation --help")
     return parser
+
+
+#: Flags that run another benchmark module's ``main``: [OOV]'s (bench/rdk.py), generation (bench/hf.py).
+SUBCOMMANDS = {"--rdk": "rdk", "--generation": "hf"}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the benchmark; return the exit status (1 if any method errored or disagreed with alpha*)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--rdk" in argv:  # [OOV]'s benchmark has its own options (bench/rdk.py)
-        from .rdk import main as rdk_main
-        return rdk_main([a for a in argv if a != "--rdk"])
+    for flag, module in SUBCOMMANDS.items():  # benchmarks with their own options
+        if flag in argv:
+            return importlib.import_module(f".{module}", __package__).main([a for a in argv if a != flag])
     parser = build_parser()
     args = parser.parse_args(argv)
     mode = "quick" if args.quick else "full"

@@ -1,16 +1,25 @@
 """Generation benchmark: multi-draft decoding inside ``model.generate`` against its peers.
 
-``python -m multidraft.bench.hf [--pair data/pair] [--new-tokens 64] [--repeats 5]`` loads the
-trained pair of ``scripts/train_pair.py`` and compares, on one prompt with the same generation
-arguments (sampling at the models' defaults, exactly ``--new-tokens`` tokens):
+``python -m multidraft.bench --generation [--pair data/pair] [--new-tokens 64] [--repeats 5]`` (the
+same as ``python -m multidraft.bench.hf``) loads the trained pair of ``scripts/train_pair.py`` and
+compares, on one prompt with the same generation arguments (sampling at the models' defaults,
+exactly ``--new-tokens`` tokens):
 
 - ``target.generate`` (plain sampling) and ``transformers``' assisted generation
   (``assistant_model=draft``, single draft);
-- ``target.generate(custom_generate=multidraft.hf.decode, ...)`` for several verifiers and n.
+- ``target.generate(custom_generate=multidraft.hf.decode, ...)`` for several verifiers and n;
+- with ``--prune 0.25,0.1``: the draft head pruned to those fractions of the vocabulary by corpus
+  frequency (``multidraft.hf.prune_draft_head``, counts from ``data/next_token_pairs.npz``),
+  drafting through TLI and through RDK with an affinity matrix calibrated on the exported target
+  logits ([OOV]).
 
 Reported per method: tokens per target forward pass (a forward hook counts the passes), median
 wall time over ``--repeats`` runs after one warm-up run, and for multidraft the target positions
-computed per round (tokens fed to the target) and the acceptance per draft position.
+computed per round (tokens fed to the target) and the acceptance per draft position, the relative
+costs of the round (``multidraft.bench.cost_model.measured_costs``: a draft pass and the
+verification in target passes, a target pass in plain sampling steps) and the speedup the cost
+model predicts from them against the measured one. Then the cost model's PREDICTED speedups at
+deployment cost ratios for the measured acceptance profiles.
 """
 from __future__ import annotations
 
@@ -25,6 +34,12 @@ import torch
 
 #: (verifier, n) compared by default: single draft, the exact optimum, and K-SEQ.
 CONFIGS: Tuple[Tuple[str, int], ...] = (("sps", 1), ("otlp", 2), ("otlp", 4), ("spectr", 4), ("rrs", 4))
+#: (verifier, n) of the out-of-vocabulary rows.
+OOV_CONFIGS: Tuple[Tuple[str, int], ...] = (("sps", 1), ("otlp", 2))
+#: Temperatures of the affinity matrix tried on held-out contexts (the smallest is about TLI).
+TAUS = (0.01, 0.03, 0.1, 0.3, 1.0)
+#: Draft/target cost ratios of the prediction table: 0.1-0.2 is e.g. a 1 B draft for an 8 B target.
+DEPLOYMENT_RATIOS = (0.05, 0.1, 0.15, 0.2, 0.3)
 
 
 def _timed(run: Callable[[int], object], repeats: int, passes: Dict[str, int]):
@@ -39,10 +54,50 @@ def _timed(run: Callable[[int], object], repeats: int, passes: Dict[str, int]):
     return float(np.median(seconds)), passes["n"], outputs
 
 
+def pruned_drafters(draft, dataset: Path, fractions: Sequence[float]):
+    """(label, verifier, n, decode arguments) of the out-of-vocabulary rows: per pruned fraction,
+    TLI and RDK with :data:`OOV_CONFIGS`. From ``dataset``: the token counts; M from the target
+    logits of the first half of the contexts (Eq. 2 with the correlation, so tau -> 0 tends to
+    TLI), its temperature chosen among :data:`TAUS` by the single-draft acceptance on the second
+    half (``multidraft.rdk.select_temperature``)."""
+    from .. import hf, rdk
+
+    rows = []
+    if fractions:
+        data = np.load(dataset)
+        half = len(data["p"]) // 2
+        counts, logits, p, q = data["token_counts"], data["target_logits"][:half], data["p"][half:], data["q"][half:]
+    for fraction in fractions:
+        pruned, vmap = hf.prune_draft_head(draft, counts, max(1, round(fraction * len(counts))))
+        scores = rdk.affinity_scores(logits, top_k=8, rows=vmap.shared, omega="correlation")
+        q_prime = rdk.VocabularyMap.pruned(vmap.draft_to_target, len(counts)).tli(q)
+        tau, _ = rdk.select_temperature(scores, TAUS, p, q_prime)
+        kinds = ((f"TLI {fraction:.0%}", None), (f"RDK {fraction:.0%} (tau {tau:g})", scores.matrix(tau)))
+        rows += [(f" {kind}", name, n, dict(draft_model=pruned, vocabulary_map=vmap, affinity=affinity))
+                 for kind, affinity in kinds for name, n in OOV_CONFIGS]
+    return rows
+
+
+def _total(stats):
+    """The statistics of several runs added up (the fields the cost model reads)."""
+    from ..hf import GenerationStats
+
+    first = stats[0]
+    return GenerationStats(first.num_drafts, first.draft_length, first.verifier,
+                           target_calls=sum(s.target_calls for s in stats),
+                           draft_seconds=sum(s.draft_seconds for s in stats),
+                           target_seconds=sum(s.target_seconds for s in stats),
+                           verify_seconds=sum(s.verify_seconds for s in stats),
+                           reached=sum(s.reached for s in stats), accepted=sum(s.accepted for s in stats))
+
+
 def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
-            configs: Sequence[Tuple[str, int]] = CONFIGS, draft_length: int = 4, draft_top_k: int = 16) -> List[dict]:
-    """Rows of the comparison (see the module docstring) for one prompt (1, T)."""
+            configs: Sequence[Tuple[str, int]] = CONFIGS, draft_length: int = 4, draft_top_k: int = 16,
+            oov: Sequence = ()) -> List[dict]:
+    """Rows of the comparison (see the module docstring) for one prompt (1, T): the full draft
+    with ``configs``, then the ``oov`` rows (:func:`pruned_drafters`)."""
     from .. import hf
+    from . import cost_model
 
     passes = {"n": 0}
     hook = target.register_forward_hook(lambda *_: passes.__setitem__("n", passes["n"] + 1))
@@ -53,39 +108,53 @@ def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
         for label, extra in (("target.generate", {}), ("transformers assisted", {"assistant_model": draft})):
             seconds, calls, _ = _timed(lambda i: target.generate(prompt, **extra, **common), repeats, passes)
             rows.append(dict(method=label, n=1, tokens_per_pass=repeats * new_tokens / calls, seconds=seconds))
-        for name, n in configs:
+        plain = rows[0]["seconds"]
+        for label, name, n, models in [("", name, n, dict(draft_model=draft)) for name, n in configs] + list(oov):
             seconds, calls, outputs = _timed(lambda i: target.generate(
-                prompt, custom_generate=hf.decode, draft_model=draft, num_drafts=n, draft_length=draft_length,
-                verifier=name, draft_top_k=draft_top_k, seed=i, return_dict_in_generate=True, **common),
-                repeats, passes)
-            stats = [o.multidraft for o in outputs]
-            rounds = sum(s.row_rounds for s in stats)
-            rows.append(dict(method=f"multidraft {name}", n=n, tokens_per_pass=repeats * new_tokens / calls,
-                             seconds=seconds, target_positions_per_round=sum(s.target_positions for s in stats) / rounds,
-                             acceptance=(sum(s.accepted for s in stats) / np.maximum(sum(s.reached for s in stats), 1))))
+                prompt, custom_generate=hf.decode, num_drafts=n, draft_length=draft_length, verifier=name,
+                draft_top_k=draft_top_k, seed=i, return_dict_in_generate=True, **models, **common), repeats, passes)
+            stats = _total([o.multidraft for o in outputs])
+            rounds = sum(o.multidraft.row_rounds for o in outputs)
+            acceptance = stats.accepted / np.maximum(stats.reached, 1)
+            costs = cost_model.measured_costs(stats, plain / new_tokens)
+            rows.append(dict(method=f"multidraft {name}{label}", n=n, tokens_per_pass=repeats * new_tokens / calls,
+                             seconds=seconds, acceptance=acceptance, cost_ratio=costs.cost_ratio,
+                             overhead=costs.overhead, target_step=costs.target_step,
+                             measured_speedup=plain / seconds,
+                             predicted_speedup=cost_model.predicted_speedup(acceptance, costs.cost_ratio,
+                                                                            costs.overhead, costs.target_step),
+                             target_positions_per_round=sum(o.multidraft.target_positions for o in outputs) / rounds))
     finally:
         hook.remove()
     return rows
 
 
 def format_rows(rows: List[dict]) -> str:
-    lines = ["| method | n | tokens per target pass | wall time (s) | target positions per round | acceptance per position |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| method | n | tokens per target pass | wall time (s) | target positions per round | acceptance per "
+             "position | draft pass / target pass | verification / target pass | target pass / plain step | "
+             "speedup measured (predicted) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        positions = f"{r['target_positions_per_round']:.1f}" if "target_positions_per_round" in r else "-"
-        acceptance = " ".join(f"{a:.2f}" for a in r["acceptance"]) if "acceptance" in r else "-"
-        lines.append(f"| {r['method']} | {r['n']} | {r['tokens_per_pass']:.2f} | {r['seconds']:.3f} | {positions} "
-                     f"| {acceptance} |")
+        cells = [f"{r['target_positions_per_round']:.1f}", " ".join(f"{a:.2f}" for a in r["acceptance"]),
+                 f"{r['cost_ratio']:.2f}", f"{r['overhead']:.2f}", f"{r['target_step']:.1f}",
+                 f"{r['measured_speedup']:.2f} ({r['predicted_speedup']:.2f})"] if "acceptance" in r else ["-"] * 6
+        lines.append(f"| {r['method']} | {r['n']} | {r['tokens_per_pass']:.2f} | {r['seconds']:.3f} | "
+                     + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m multidraft.bench --generation",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--pair", type=Path, default=Path("data/pair"), help="scripts/train_pair.py output")
     parser.add_argument("--prompt", default="And God said unto Moses,")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: shared cores)")
+    parser.add_argument("--draft-length", type=int, default=4)
+    parser.add_argument("--prune", default="", help="comma-separated fractions of the vocabulary the pruned draft "
+                        "heads keep (e.g. 0.25,0.1); needs the dataset of scripts/train_pair.py")
+    parser.add_argument("--dataset", type=Path, default=Path("data/next_token_pairs.npz"))
     args = parser.parse_args(argv)
     if not (args.pair / "target").is_dir():
         parser.error(f"no trained pair under {args.pair}: run scripts/train_pair.py first")
@@ -98,7 +167,15 @@ def main(argv=None) -> int:
     prompt = tokenizer(args.prompt, return_tensors="pt").input_ids
     print(f"prompt {args.prompt!r} ({prompt.shape[1]} tokens), {args.new_tokens} new tokens, "
           f"{args.repeats} runs after a warm-up (medians), {args.threads} torch thread(s)")
-    print(format_rows(compare(target, draft, prompt, args.new_tokens, args.repeats)))
+    fractions = [float(f) for f in args.prune.split(",") if f]
+    rows = compare(target, draft, prompt, args.new_tokens, args.repeats, draft_length=args.draft_length,
+                   oov=pruned_drafters(draft, args.dataset, fractions))
+    print(format_rows(rows))
+    from .cost_model import format_predictions
+
+    print(f"\nPREDICTED speedups (cost model, best draft length <= {args.draft_length}, no verification cost) "
+          "from the measured acceptance, at deployment draft/target cost ratios:")
+    print(format_predictions({r["method"]: r["acceptance"] for r in rows if "acceptance" in r}, DEPLOYMENT_RATIOS))
     return 0
 
 

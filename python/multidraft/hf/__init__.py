@@ -30,6 +30,11 @@ exactly (recurrent or chunked layers, flash/flex attention) are refused with a V
 Degenerate draft laws (one token, e.g. greedy decoding; fewer tokens than drafts without
 replacement) need no special case: the verifiers degrade losslessly themselves. Only a group of
 one draft under a verifier that takes a fixed ``n`` (``"spechub"``: 2) is verified by ``"sps"``.
+
+Out-of-vocabulary drafts ([OOV], see ``_oov``): with ``vocabulary_map=`` the draft's logit columns
+(a pruned LM head, :func:`prune_draft_head`) are laid over the target ids and the drafts are drawn
+from TLI or, with ``affinity=``, from RDK's p' = M^T q'; that proposal is the draft law ``q`` of
+steps 1 and 3, so the loop itself is unchanged and the output stays exactly the target's law.
 """
 from __future__ import annotations
 
@@ -47,10 +52,11 @@ from .. import _core
 from .. import _validation as check
 from ..verifiers import Verifier, verifier as make_verifier
 from ._laws import Law, processor_law, sampling_options, truncate_draft, warp_law, warp_probabilities
-from ._tree import TreeCache, check_model, logit_width
+from ._oov import DraftVocabulary, prune_draft_head
+from ._tree import TreeCache, check_model
 
-__all__ = ["decode", "generate", "warp_probabilities", "GenerationStats", "GenerationResult", "MultiDraftOutput",
-           "DEFAULT_VERIFIER", "NAMED_OPTIONS"]
+__all__ = ["decode", "generate", "prune_draft_head", "warp_probabilities", "GenerationStats", "GenerationResult",
+           "MultiDraftOutput", "DEFAULT_VERIFIER", "NAMED_OPTIONS"]
 
 #: The default verifier: the exact optimal one (OTLP plan, acceptance alpha*; see NAMED_OPTIONS).
 DEFAULT_VERIFIER = "otlp"
@@ -148,25 +154,6 @@ def _group_verifier(v: Verifier, group_size: int) -> Verifier:
     return _SINGLE if v.fixed_n is not None and group_size != v.fixed_n else v
 
 
-def _vocabulary(target, draft) -> int:
-    """The target's logit width. A draft whose width differs only by padding rows (same tokenizer,
-    widths within 1%) is served: its logits are cut or padded with -inf to that width, so drafts
-    are real target ids; the target law is untouched either way."""
-    widths = logit_width(target), logit_width(draft)
-    if abs(widths[0] - widths[1]) > 0.01 * max(widths):
-        raise ValueError(f"target and draft vocabularies differ: {widths[0]} vs {widths[1]} logits; they must "
-                         "share one tokenizer (widths may differ by padding rows only)")
-    return widths[0]
-
-
-def _fit(logits: torch.Tensor, V: int) -> torch.Tensor:
-    """Draft logits cut or padded with -inf to the target's width ``V``."""
-    width = logits.shape[-1]
-    if width >= V:
-        return logits[..., :V]
-    return torch.nn.functional.pad(logits, (0, V - width), value=float("-inf"))
-
-
 def _row_generators(seed, rows: int) -> List[np.random.Generator]:
     """One generator per prompt: ``md.row_seeds(seed, rows)`` (an int seed alone seeds a single
     prompt directly), so row b of a batch equals a one-prompt call with ``seed=row_seeds[b]``."""
@@ -209,12 +196,13 @@ class _Setup:
     max_length: Optional[int] = None   # rows end there: later draft positions would be wasted
     streamer: object = None
     kv_cache: bool = True
+    vocabulary: DraftVocabulary = DraftVocabulary(None, None)  # draft logits -> proposal over target ids
 
 
 def _run(s: _Setup) -> Tuple[torch.Tensor, GenerationStats]:
     """The generation loop (module docstring): (sequences (B, T + N), statistics)."""
     layouts = check_model(s.target, "target"), check_model(s.draft, "draft_model")
-    V = _vocabulary(s.target, s.draft)
+    V = s.vocabulary.target_width(s.target, s.draft)
     B = len(s.prompts)
     rows = [s.ids[b].tolist() for b in range(B)]  # grows with the new tokens
     generators = _row_generators(s.seed, B)
@@ -371,7 +359,10 @@ def _draft_round(s: _Setup, cache: TreeCache, pending, active, rows, rngs, V: in
 
 
 def _draft_law(s: _Setup, logits: torch.Tensor, prefixes, owners, V: int) -> np.ndarray:
-    return truncate_draft(s.law(_fit(logits, V), prefixes, owners), s.draft_top_k)
+    """The law the drafts are drawn from and the verifier is given: the sampling law of the draft
+    logits laid over the target ids, RDK's proposal for an out-of-vocabulary draft, top-k cut."""
+    return truncate_draft(s.vocabulary.proposal(s.law(s.vocabulary.logits(logits, V), prefixes, owners)),
+                          s.draft_top_k)
 
 
 def _draw_level(v: Verifier, drafts: np.ndarray, q_j: np.ndarray, j: int, rng) -> Dict:
@@ -436,7 +427,8 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
              verifier: Union[str, Verifier] = DEFAULT_VERIFIER, temperature: float = 1.0,
              top_k: Optional[int] = None, top_p: Optional[float] = None, seed=None, attention_mask=None,
              eos_token_id: Union[None, int, Sequence[int]] = None, pad_token_id: Optional[int] = None,
-             kv_cache: bool = True, draft_top_k: Optional[int] = None, streamer=None) -> GenerationResult:
+             kv_cache: bool = True, draft_top_k: Optional[int] = None, streamer=None, vocabulary_map=None,
+             affinity=None) -> GenerationResult:
     """Sample up to ``max_new_tokens`` tokens per prompt from ``target`` with multi-draft speculation.
 
     ``target``, ``draft``: transformers causal LMs sharing one tokenizer. ``input_ids`` (B, T) or
@@ -453,6 +445,11 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
     list of ids that end a row (then ``pad_token_id``, default the target's or 0). ``kv_cache``:
     keep both caches across rounds (``False`` re-encodes every context each round: same law, more
     work). ``streamer``: a transformers streamer (one prompt), fed the prompt then the new tokens.
+    ``vocabulary_map``: a :class:`multidraft.rdk.VocabularyMap` from the draft's logit columns to
+    target ids, for a draft whose LM head is pruned (see :func:`prune_draft_head`); the drafts are
+    then drawn from TLI, or with ``affinity`` (a :class:`multidraft.rdk.AffinityMatrix` over the
+    target vocabulary) from RDK's p' = M^T q', and verified against that law: still exactly the
+    target's output law ([OOV]). Without a map the two models must share one vocabulary.
     Returns :class:`GenerationResult`; :func:`decode` runs the same loop inside ``model.generate``.
     """
     n = check.count(num_drafts, "num_drafts")
@@ -472,9 +469,11 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: int = 2,
             raise ValueError(f"a streamer takes one prompt at a time, got a batch of {len(prompts)}")
         streamer.put(ids)
     setup = _Setup(target, draft, ids, prompts, law, stopping, n, L, _verifier(verifier, n), draft_top_k, seed,
-                   int(pad_token_id), ids.shape[1] + max_new_tokens, streamer, bool(kv_cache))
+                   int(pad_token_id), ids.shape[1] + max_new_tokens, streamer, bool(kv_cache),
+                   DraftVocabulary(vocabulary_map, affinity))
     if max_new_tokens == 0:
-        check_model(target, "target"), check_model(draft, "draft_model"), _vocabulary(target, draft)
+        check_model(target, "target"), check_model(draft, "draft_model")
+        setup.vocabulary.target_width(target, draft)
         return GenerationResult(ids, GenerationStats(n, L, setup.verifier.name))
     return GenerationResult(*_run(setup))
 
@@ -492,7 +491,7 @@ _MODEL_KWARGS = ("attention_mask", "position_ids", "use_cache", "past_key_values
 
 def decode(model, input_ids, logits_processor, stopping_criteria, generation_config, draft_model=None,
            num_drafts: int = 2, draft_length: int = 4, verifier: Union[str, Verifier] = DEFAULT_VERIFIER,
-           draft_top_k: Optional[int] = None, seed=None, **model_kwargs):
+           draft_top_k: Optional[int] = None, seed=None, vocabulary_map=None, affinity=None, **model_kwargs):
     """Multi-draft speculative sampling as transformers' ``custom_generate`` callable::
 
         target.generate(input_ids, attention_mask=mask, custom_generate=multidraft.hf.decode,
@@ -509,8 +508,8 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
     :class:`MultiDraftOutput` (``.sequences``, ``.multidraft`` statistics).
 
     Extra arguments: ``draft_model`` (required), ``num_drafts``, ``draft_length``, ``verifier``,
-    ``draft_top_k`` and ``seed`` as in :func:`generate` (``seed=None`` draws the seed from
-    torch's global generator, so ``torch.manual_seed`` makes runs repeatable).
+    ``draft_top_k``, ``vocabulary_map``, ``affinity`` and ``seed`` as in :func:`generate`
+    (``seed=None`` draws the seed from torch's global generator, so ``torch.manual_seed`` makes runs repeatable).
     """
     if draft_model is None:
         raise ValueError("'draft_model' is required: target.generate(..., custom_generate=multidraft.hf.decode, "
@@ -526,7 +525,8 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
     pad = generation_config._pad_token_tensor
     setup = _Setup(model, draft_model, ids, prompts, processor_law(logits_processor, not generation_config.do_sample, len(prompts)),
                    stopping_criteria, n, L, _verifier(verifier, n), draft_top_k, seed,
-                   0 if pad is None else int(pad), generation_config.max_length, _caller_streamer())
+                   0 if pad is None else int(pad), generation_config.max_length, _caller_streamer(),
+                   vocabulary=DraftVocabulary(vocabulary_map, affinity))
     sequences, stats = _run(setup)
     sequences = sequences.to(input_ids.device)
     return MultiDraftOutput(sequences=sequences, multidraft=stats) if generation_config.return_dict_in_generate \
