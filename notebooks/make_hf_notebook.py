@@ -116,6 +116,35 @@ CELLS = [
         "          f'(draft {split[0]:.3f}, target {split[1]:.3f}, verify {split[2]:.3f})  '\n"
         "          f'acceptance per position {np.round(acceptance, 2)}')"
     ),
+    new_markdown_cell(
+        "## Out-of-vocabulary drafts: the draft head pruned to a quarter of the vocabulary\n\n"
+        "`hf.prune_draft_head` keeps the LM-head rows of the most frequent tokens ([OOV]'s frequency-ranked "
+        "pruning; the input embeddings stay whole), and `vocabulary_map=` lays the pruned draft logits over the "
+        "target ids (TLI): drafts never propose a pruned token, the verifier sees the law they were drawn "
+        "from, and the output is still exactly the target's. Token counts come from the trained pair's data "
+        "set (`data/next_token_pairs.npz`) when present, else from the target's own samples."
+    ),
+    new_code_cell(
+        "DATA = pathlib.Path('..') / 'data' / 'next_token_pairs.npz'\n"
+        "V = target.get_output_embeddings().weight.shape[0]\n"
+        "if tokenizer is not None and DATA.exists():\n"
+        "    counts = np.load(DATA)['token_counts']\n"
+        "else:\n"
+        "    sample = target.generate(prompt, max_new_tokens=64, do_sample=True, pad_token_id=0,\n"
+        "                             attention_mask=torch.ones_like(prompt))\n"
+        "    counts = np.bincount(sample.ravel().numpy(), minlength=V)  # ties: the lower id first\n"
+        "pruned, vmap = hf.prune_draft_head(draft, counts, keep=V // 4)\n"
+        "for name, n in [('sps', 1), ('otlp', 2)]:\n"
+        "    seconds, _, outputs = timed(lambda i: target.generate(\n"
+        "        prompt, custom_generate=hf.decode, draft_model=pruned, vocabulary_map=vmap, num_drafts=n,\n"
+        "        draft_length=4, verifier=name, seed=i, draft_top_k=DRAFT_TOP_K, return_dict_in_generate=True,\n"
+        "        **common))\n"
+        "    stats = [o.multidraft for o in outputs]\n"
+        "    per_pass = sum(s.new_tokens for s in stats) / sum(s.row_rounds for s in stats)\n"
+        "    rows.append((f'{name} (head 25%)', n, per_pass, seconds))\n"
+        "    print(f'{name:4} n={n}, draft head {V // 4} of {V} rows: tokens/target pass {per_pass:.2f}  '\n"
+        "          f'wall {seconds:.3f} s (full head: {results[name, n][0]:.2f})')"
+    ),
     new_code_cell(
         "labels = [f'{name} n={n}' if i >= 2 else name for i, (name, n, _, _) in enumerate(rows)]\n"
         "fig, axes = plt.subplots(1, 2, figsize=(12, 0.35 * len(rows) + 1.5), sharey=True)\n"
