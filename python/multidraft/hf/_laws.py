@@ -8,6 +8,7 @@ own prefix (the draft tokens before it included).
 """
 from __future__ import annotations
 
+import inspect
 import numbers
 from typing import Callable, List, Optional, Sequence
 
@@ -126,6 +127,7 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
     of a left-padded batch) gets batches of exactly ``rows`` rows, each position in its own row
     (the other rows repeat one of them and are discarded)."""
     row_wise = all(_row_wise(p) for p in processors)
+    apply = _applier(processors)
 
     def law(logits: torch.Tensor, prefixes, owners) -> np.ndarray:
         scores = logits.detach().to(torch.float32).clone()
@@ -133,16 +135,32 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
             ids = torch.tensor([prefixes[i] for i in group], dtype=torch.long, device=scores.device)
             index = torch.tensor(group, device=scores.device)
             if row_wise:
-                scores[index] = processors(ids, scores[index])
+                scores[index] = apply(ids, scores[index])
                 continue
             batch_ids, batch_scores = ids[:1].repeat(rows, 1), scores[index[:1]].repeat(rows, 1)
             where = torch.tensor([owners[i] for i in group], device=scores.device)
             batch_ids[where], batch_scores[where] = ids, scores[index]
-            scores[index] = processors(batch_ids, batch_scores)[where]
+            scores[index] = apply(batch_ids, batch_scores)[where]
         x = scores.cpu().numpy()
         return _one_hot_argmax(x) if greedy else softmax(x)
 
     return Law(law, uses_prefixes=len(processors) > 0)
+
+
+def _applier(processors) -> Callable:
+    """``processors(ids, scores)`` without its per-call cost: transformers' list inspects every
+    processor's signature on every call (a third of the law's time here), so that check is made
+    once. A processor that wants extra arguments is left to the list, which refuses it as it
+    would in ``generate``."""
+    if any(len(inspect.signature(p.__call__).parameters) > 2 for p in processors):
+        return processors
+
+    def apply(ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        for processor in processors:
+            scores = processor(ids, scores)
+        return scores
+
+    return apply
 
 
 def _calls(prefixes: Sequence[List[int]], owners: Sequence[int], row_wise: bool) -> List[List[int]]:
