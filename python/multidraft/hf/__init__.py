@@ -41,6 +41,7 @@ from __future__ import annotations
 import inspect
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -227,7 +228,7 @@ def _run(s: _Setup) -> Tuple[torch.Tensor, GenerationStats]:
             chains, accepted = [0] * B, [0] * B
             for r, b in enumerate(active):
                 lim = limits[r]
-                tokens, chains[b] = _verify_row(drafts[r, :, :lim], q[r, :, :lim], p[r, :, : lim + 1], groups[r],
+                tokens, chains[b] = _verify_row(drafts[r, :, :lim], q[r, :, :lim], partial(p, r), groups[r],
                                                 generators[b], stats)
                 accepted[b] = len(tokens) - 1  # every token but the last is an accepted draft token
                 kept, done[b] = _until_stop(s.stopping, rows[b], tokens)
@@ -381,8 +382,8 @@ def _draw_level(v: Verifier, drafts: np.ndarray, q_j: np.ndarray, j: int, rng) -
 
 
 def _score_round(s: _Setup, cache: TreeCache, pending, active, rows, drafts: np.ndarray, V: int,
-                 limits: List[int]) -> np.ndarray:
-    """Target laws (R, n, L + 1, V) after each draft prefix, in ONE forward pass."""
+                 limits: List[int]) -> "_TargetLaws":
+    """Target logits after each draft prefix, in ONE forward pass; their laws on demand."""
     R, n, L = drafts.shape
     chunk = _chunk(pending, cache, s.pad_token_id)
     start = chunk[2][:, -1] + 1
@@ -390,18 +391,29 @@ def _score_round(s: _Setup, cache: TreeCache, pending, active, rows, drafts: np.
     logits = cache.forward(*(torch.cat(pair, dim=1) for pair in zip(chunk, slots)), keep=n * L + 1)[active]
     if logits.shape[-1] != V:
         raise ValueError(f"the target returned {logits.shape[-1]} logits, its LM head has {V} rows")
-    p = np.zeros((R, n, L + 1, V))
-    p[:, :, 0] = s.law(logits[:, 0], None if not s.law.uses_prefixes else [rows[b] for b in active], active)[:, None]
-    tree = logits[:, 1:].reshape(R, n, L, V)
-    owners = [b for b in active for _ in range(n)]
-    for j in range(L):
-        prefixes = _prefixes(s, rows, active, drafts, j + 1)
-        p[:, :, j + 1] = s.law(tree[:, :, j].reshape(R * n, V), prefixes, owners).reshape(R, n, V)
-    return p
+    return _TargetLaws(s.law, logits, rows, active, drafts)
 
 
-def _verify_row(drafts, q, p, groups: Groups, rng: np.random.Generator, stats: GenerationStats):
-    """Verify one row's drafts (n, L) position by position.
+class _TargetLaws:
+    """``laws(r, m, j)``: the target law (V,) after the first j draft tokens of chain m of active
+    row r, computed when verification reaches it. Verification stops at the first rejection, so
+    the laws after it (most of the tree: acceptance is about a half per position) are never
+    computed; each law is the one plain sampling would draw from at that prefix."""
+
+    def __init__(self, law: Law, logits: torch.Tensor, rows, active, drafts: np.ndarray):
+        self.law, self.logits, self.rows, self.active, self.drafts = law, logits, rows, active, drafts
+
+    def __call__(self, r: int, m: int, j: int) -> np.ndarray:
+        b = self.active[r]
+        slot = 0 if j == 0 else 1 + m * self.drafts.shape[2] + j - 1  # slots are chain-major (see _tree)
+        prefixes = [self.rows[b] + self.drafts[r, m, :j].tolist()] if self.law.uses_prefixes else None
+        return self.law(self.logits[r, slot][None], prefixes, [b])[0]
+
+
+def _verify_row(drafts, q, p: Callable[[int, int], np.ndarray], groups: Groups, rng: np.random.Generator,
+                stats: GenerationStats):
+    """Verify one row's drafts (n, L) position by position; ``p(m, j)``: the target law after the
+    first j tokens of chain m.
 
     Returns the round's new tokens (the accepted draft tokens, then the verifier's or the bonus
     token) and the index of a draft sequence whose prefix they extend (its cache slots are kept).
@@ -411,14 +423,14 @@ def _verify_row(drafts, q, p, groups: Groups, rng: np.random.Generator, stats: G
     tokens: List[int] = []
     for j in range(L):
         drawn, scheme = groups[j][alive]
-        token, accepted = scheme.verify(p[alive[0], j], q[alive[0], j], drawn, rng)
+        token, accepted = scheme.verify(p(alive[0], j), q[alive[0], j], drawn, rng)
         tokens.append(int(token))
         stats.reached[j] += 1
         if not accepted:
             return tokens, alive[0]
         stats.accepted[j] += 1
         alive = tuple(m for m in alive if drafts[m, j] == token)
-    bonus = _core.sample_rows(p[alive[0], L][None], check.row_seeds(rng, 1))  # every draft accepted
+    bonus = _core.sample_rows(p(alive[0], L)[None], check.row_seeds(rng, 1))  # every draft accepted
     tokens.append(int(bonus[0]))
     return tokens, alive[0]
 
