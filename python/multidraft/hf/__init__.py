@@ -79,8 +79,9 @@ class GenerationStats:
     calls; ``target_positions`` / ``draft_positions``: token positions each model computed (its
     forward passes' real input tokens); ``reached[j]`` / ``accepted[j]``: how often draft
     position j was verified / accepted; ``draft_seconds``, ``target_seconds``,
-    ``verify_seconds``: wall time of drafting (draft model and draft sampling), of the target
-    forward passes (and its law) and of verification.
+    ``verify_seconds``: wall time of drafting (draft model, draft laws and draft sampling), of
+    the target forward passes and of verification (with the target laws it reaches, computed
+    lazily).
     """
 
     num_drafts: int
