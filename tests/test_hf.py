@@ -288,8 +288,16 @@ def test_bad_arguments_raise_clear_errors(kwargs, message, pairs):
         hf.generate(target, draft, torch.tensor([PROMPT]), 4, **kwargs)
 
 
+class _NeedsScale:
+    """A logits processor wanting an argument that generate does not pass: transformers refuses it."""
+
+    def __call__(self, input_ids, scores, scale):
+        return scores * scale
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(), "'draft_model' is required"),
+    (dict(logits_processor=LogitsProcessorList([_NeedsScale()])), "required parameters"),
     (dict(num_beams=2), "num_beams"),
     (dict(output_scores=True, return_dict_in_generate=True), "output_scores"),
     (dict(cache_implementation="static"), "cache_implementation"),
