@@ -288,3 +288,22 @@ def batch_of(config, B=4, V=5, n=None, seed=11):
     q = dirichlet(rng, V, 1.0, (B, n) if v.scheme_kind == "independent" else B)
     drafts = np.array([v.draft(q[b], n, rng) for b in range(B)])
     return v, p, q, drafts
+
+
+# `make test` sets MULTIDRAFT_REQUIRE_ALL_TESTS=1: there every optional dependency is installed, so a
+# skipped test (a missing torch, corpus or ISA core) would be a test that silently cannot fail.
+# A plain `pytest` without the extras keeps its skips (each with its reason).
+def pytest_sessionfinish(session, exitstatus):
+    import os
+
+    if os.environ.get("MULTIDRAFT_REQUIRE_ALL_TESTS") != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped:
+        reasons = sorted({str(getattr(report, "longrepr", ""))[:200] for report in skipped})
+        reporter.write_line(f"MULTIDRAFT_REQUIRE_ALL_TESTS=1: {len(skipped)} test(s) skipped, which make test "
+                            "does not allow:", red=True)
+        for reason in reasons:
+            reporter.write_line(f"  {reason}", red=True)
+        session.exitstatus = 1
