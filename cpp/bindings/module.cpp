@@ -192,8 +192,8 @@ py::array_t<double> batched_transport(const std::string& method, const Doubles& 
   py::array_t<double> out({p.shape(0), p.shape(1)});
   double* o = out.mutable_data();
   const py::ssize_t V = p.shape(1);
-  with_verifier(method, options, [&](RowWork work, auto make, auto) {
-    plan_rows(p, q, drafts, options.kind, work, make,
+  with_verifier(method, options, [&](VerifierWork work, auto make, auto) {
+    plan_rows(p, q, drafts, options.kind, work.plan, make,
               [&](const auto& plan, std::int64_t r, const int* d, std::vector<double>&) { plan.transport(d, o + r * V); });
   });
   return out;
@@ -234,8 +234,8 @@ Ints batched_verify(const std::string& method, const Doubles& p, const Doubles& 
   std::int64_t* o = out.mutable_data();
   const std::uint64_t* s = seeds.data();
   const int V = static_cast<int>(p.shape(1));
-  with_verifier(method, options, [&](RowWork work, auto make, auto) {
-    plan_rows(p, q, drafts, options.kind, work, make,
+  with_verifier(method, options, [&](VerifierWork work, auto make, auto) {
+    plan_rows(p, q, drafts, options.kind, work.plan, make,
               [&](const auto& plan, std::int64_t r, const int* d, std::vector<double>& scratch) {
       Rng rng(s[r]);
       o[r] = sample_verified(plan, d, V, rng, scratch);
@@ -247,8 +247,8 @@ Ints batched_verify(const std::string& method, const Doubles& p, const Doubles& 
 // Exact acceptance (B,) of the rows under `method` (the registry's acceptance).
 py::array_t<double> batched_acceptance(const std::string& method, const Doubles& p, const Doubles& q, int n,
                                        const VerifierOptions& options) {
-  return with_verifier(method, options, [&](RowWork work, auto, auto acceptance) {
-    return values_per_row(p, q, work, [&](const double* pr, const double* qr, int V) { return acceptance(pr, qr, V, n); });
+  return with_verifier(method, options, [&](VerifierWork work, auto, auto acceptance) {
+    return values_per_row(p, q, work.acceptance, [&](const double* pr, const double* qr, int V) { return acceptance(pr, qr, V, n); });
   });
 }
 
@@ -402,8 +402,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("sample_rows", &sample_rows, py::arg("laws"), py::arg("seeds"));
   m.def("check_drawable", [](const Doubles& q, const std::string& kind, int n, const Ints& drafts) {
     const int V = static_cast<int>(q.shape(q.ndim() - 1));
+    if (drafts.ndim() != 2 || drafts.shape(1) != n) throw std::invalid_argument("internal: 'drafts' must be (M, n)");
+    const SchemeKind k = parse_kind(kind);
     const std::vector<int> tuples = to_int(drafts.data(), static_cast<std::size_t>(drafts.shape(0) * n));
-    for (py::ssize_t m = 0; m < drafts.shape(0); ++m) check_drawable(parse_kind(kind), q.data(), V, tuples.data() + m * n, n);
+    for (py::ssize_t m = 0; m < drafts.shape(0); ++m) check_drawable(k, q.data(), V, tuples.data() + m * n, n);
   }, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("drafts"));
   m.def("equal_row_runs", [](const Doubles& p, const Doubles& q) {
     const Batch b = batch_of(p, q);

@@ -29,10 +29,11 @@ def scheme_kind(kind: str, name: str = "scheme") -> str:
     return kind
 
 
-def renamed_scheme(scheme: Optional[str], kind: Optional[str], default: Optional[str] = "iid") -> Optional[str]:
-    """The draft scheme of a call that accepts the deprecated ``kind=`` spelling of ``scheme=``."""
+def renamed_scheme(scheme: Optional[str], kind: Optional[str]) -> str:
+    """The draft scheme of a call that accepts the deprecated ``kind=`` spelling of ``scheme=``
+    (default ``"iid"``)."""
     if kind is None:
-        return default if scheme is None else scheme
+        return "iid" if scheme is None else scheme
     warnings.warn("'kind' is deprecated: name the draft scheme with 'scheme='", DeprecationWarning, stacklevel=3)
     if scheme is not None:
         raise ValueError("give the draft scheme once: 'scheme' (or the deprecated 'kind'), not both")
@@ -123,7 +124,7 @@ class DraftScheme:
             _core.tuple_probability(self.q, self.kind, self.n, np.zeros((0, self.n), dtype=np.int64))
 
     def __repr__(self) -> str:
-        return f"DraftScheme(kind={self.kind!r}, n={self.n}, V={self.V})"
+        return f"DraftScheme(scheme={self.kind!r}, n={self.n}, V={self.V})"
 
     def probability(self, drafts) -> float:
         """Exact probability of the ordered draft tuple ``drafts`` (n,)."""

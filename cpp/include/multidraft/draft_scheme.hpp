@@ -290,7 +290,8 @@ inline void count_small_subsets(std::int64_t count, int max_size, double& subset
 // The one check that a draft tuple has positive probability under its scheme (exactly when
 // DraftScheme::tuple_probability > 0): verifiers' laws are defined for drawable tuples only, so
 // every transport and sample refuses the others with this ValueError. O(n^2), plus one pass over
-// q for hub tuples and for without-replacement tuples that repeat a token. q as in DraftScheme.
+// q for hub tuples (two for a repeated hub draft) and for without-replacement tuples that repeat
+// a token. q as in DraftScheme.
 inline void check_drawable(SchemeKind kind, const double* q, int V, const int* drafts, int n) {
   auto refuse = [](const char* why) {
     throw std::invalid_argument(std::string("'drafts' has probability zero under the draft scheme (") + why + ")");
@@ -300,10 +301,11 @@ inline void check_drawable(SchemeKind kind, const double* q, int V, const int* d
       refuse("q = 0 at a draft");
   auto support = [&] { return static_cast<int>(std::count_if(q, q + V, [](double x) { return x > 0.0; })); };
   if (kind == SchemeKind::hub) {
+    // Two different drafts with q > 0 prove a support of two tokens or more: then exactly one of
+    // them is the hub. Two equal drafts are drawable only from a one-token support (both q > 0).
     const int hub = static_cast<int>(std::max_element(q, q + V) - q);
-    const bool one_token = support() == 1;
-    if (one_token ? !(drafts[0] == hub && drafts[1] == hub) : (drafts[0] == hub) == (drafts[1] == hub))
-      refuse(one_token ? "a one-token hub draft is drawn twice" : "exactly one of the two drafts is the hub");
+    if (drafts[0] != drafts[1] ? (drafts[0] == hub) == (drafts[1] == hub) : support() != 1)
+      refuse("exactly one of the two drafts is the hub, unless the draft has a single token, drawn twice");
   }
   if (kind != SchemeKind::without_replacement) return;
   int distinct = n;  // drafts before the first repeat

@@ -41,6 +41,14 @@ struct VerifierOptions {
 // (heavy, each row worth a thread).
 enum class RowWork { light, heavy };
 
+// A method's row costs: of building and using its plan (transport, verify), and of its exact
+// acceptance, which may cost more (rrs without replacement sums over draft prefixes).
+struct VerifierWork {
+  VerifierWork(RowWork both) : plan(both), acceptance(both) {}  // NOLINT: most methods cost the same
+  VerifierWork(RowWork plan_work, RowWork acceptance_work) : plan(plan_work), acceptance(acceptance_work) {}
+  RowWork plan, acceptance;
+};
+
 // Plans of the single-pass verifiers (views of the caller's rows).
 struct SpsPlan {
   const double *p, *q;
@@ -75,7 +83,7 @@ struct SpecHubPlan {  // residuals prepared once per (p, q) row
   SpecHub hub_;
 };
 
-// The registry: calls visit(work, make, acceptance) for `method`, where
+// The registry: calls visit(work, make, acceptance) for `method`, where work is a VerifierWork,
 //   make(p, q, V, n) -> std::unique_ptr<Plan>   builds the plan of one (p, q) row, and
 //   acceptance(p, q, V, n) -> double            is the method's exact expected acceptance.
 // q is one row of V (or n rows for independent drafts); the options are those of the call.
@@ -83,13 +91,13 @@ template <class Visit>
 decltype(auto) with_verifier(const std::string& method, const VerifierOptions& o, Visit visit) {
   using P = const double*;
   if (method == "sps")
-    return visit(RowWork::light, [](P p, P q, int V, int) { return std::make_unique<SpsPlan>(SpsPlan{p, q, V}); },
+    return visit(VerifierWork(RowWork::light), [](P p, P q, int V, int) { return std::make_unique<SpsPlan>(SpsPlan{p, q, V}); },
                  [](P p, P q, int V, int) { return sps_acceptance(p, q, V); });
   if (method == "naive")
     return visit(RowWork::light, [](P p, P, int V, int) { return std::make_unique<NaivePlan>(NaivePlan{p, V}); },
                  [](P p, P q, int V, int n) { return naive_acceptance(p, q, V, n); });
   if (method == "rrs")  // without replacement, the acceptance sums over draft prefixes
-    return visit(o.without_replacement ? RowWork::heavy : RowWork::light,
+    return visit(VerifierWork(RowWork::light, o.without_replacement ? RowWork::heavy : RowWork::light),
                  [&](P p, P q, int V, int n) { return std::make_unique<RrsPlan>(RrsPlan{p, q, V, n, o.without_replacement}); },
                  [&](P p, P q, int V, int n) {
                    return o.without_replacement ? rrs_without_replacement_acceptance(p, q, V, n, o.max_work)

@@ -35,9 +35,6 @@ the drafter (its input embedding table is not pruned, spec §2.9) is the caller'
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple, Union
-
 from .affinity import (
     MAX_DENSE_VOCAB,
     OMEGA_KINDS,
