@@ -353,8 +353,10 @@ def test_generation_benchmark_runs_on_tiny_models(pairs):
 
     target, draft = pairs["llama"]
     rows = compare(target, draft, torch.tensor([PROMPT]), new_tokens=6, repeats=1, configs=[("otlp", 2)],
-                   draft_length=3, draft_top_k=4)
-    assert [r["method"] for r in rows] == ["target.generate", "transformers assisted", "multidraft otlp"]
+                   draft_length=[1, 3], draft_top_k=4)
+    assert [r["method"] for r in rows] == ["target.generate", "transformers assisted"] + ["multidraft otlp"] * 2
+    assert [r.get("draft_length") for r in rows] == [None, None, 1, 3]
     assert rows[0]["tokens_per_pass"] == 1.0 and rows[2]["tokens_per_pass"] >= 1.0
-    assert rows[2]["target_positions_per_round"] >= 1 + 2  # the new token and n drafts at least
-    assert "| multidraft otlp | 2 |" in format_rows(rows)
+    # the new token and n drafts per level at least (the first round also reads the prompt)
+    assert rows[3]["target_positions_per_round"] >= 1 + 2 * 3 > rows[2]["target_positions_per_round"] >= 1 + 2
+    assert "| multidraft otlp | 2 | 3 |" in format_rows(rows)

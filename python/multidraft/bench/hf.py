@@ -7,7 +7,8 @@ exactly ``--new-tokens`` tokens):
 
 - ``target.generate`` (plain sampling) and ``transformers``' assisted generation
   (``assistant_model=draft``, single draft);
-- ``target.generate(custom_generate=multidraft.hf.decode, ...)`` for several verifiers and n;
+- ``target.generate(custom_generate=multidraft.hf.decode, ...)`` for several verifiers and n
+  (``--configs``), at each draft length of ``--draft-length`` (e.g. ``2,4,6``);
 - with ``--prune 0.25,0.1``: the draft head pruned to those fractions of the vocabulary by corpus
   frequency (``multidraft.hf.prune_draft_head``, counts from ``data/next_token_pairs.npz``),
   drafting through TLI and through RDK with an affinity matrix calibrated on the exported target
@@ -92,10 +93,11 @@ def _total(stats):
 
 
 def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
-            configs: Sequence[Tuple[str, int]] = CONFIGS, draft_length: int = 4, draft_top_k: int = 16,
-            oov: Sequence = ()) -> List[dict]:
+            configs: Sequence[Tuple[str, int]] = CONFIGS, draft_length: int | Sequence[int] = 4,
+            draft_top_k: int = 16, oov: Sequence = ()) -> List[dict]:
     """Rows of the comparison (see the module docstring) for one prompt (1, T): the full draft
-    with ``configs``, then the ``oov`` rows (:func:`pruned_drafters`)."""
+    with ``configs``, then the ``oov`` rows (:func:`pruned_drafters`), each at every draft length
+    of ``draft_length`` (an int or a sequence of them)."""
     from .. import hf
     from . import cost_model
 
@@ -109,15 +111,17 @@ def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
             seconds, calls, _ = _timed(lambda i: target.generate(prompt, **extra, **common), repeats, passes)
             rows.append(dict(method=label, n=1, tokens_per_pass=repeats * new_tokens / calls, seconds=seconds))
         plain = rows[0]["seconds"]
-        for label, name, n, models in [("", name, n, dict(draft_model=draft)) for name, n in configs] + list(oov):
+        lengths = [draft_length] if isinstance(draft_length, int) else list(draft_length)
+        drafters = [("", name, n, dict(draft_model=draft)) for name, n in configs] + list(oov)
+        for (label, name, n, models), length in [(d, length) for d in drafters for length in lengths]:
             seconds, calls, outputs = _timed(lambda i: target.generate(
-                prompt, custom_generate=hf.decode, num_drafts=n, draft_length=draft_length, verifier=name,
+                prompt, custom_generate=hf.decode, num_drafts=n, draft_length=length, verifier=name,
                 draft_top_k=draft_top_k, seed=i, return_dict_in_generate=True, **models, **common), repeats, passes)
             stats = _total([o.multidraft for o in outputs])
             rounds = sum(o.multidraft.row_rounds for o in outputs)
             acceptance = stats.accepted / np.maximum(stats.reached, 1)
             costs = cost_model.measured_costs(stats, plain / new_tokens)
-            rows.append(dict(method=f"multidraft {name}{label}", n=n, tokens_per_pass=repeats * new_tokens / calls,
+            rows.append(dict(method=f"multidraft {name}{label}", n=n, draft_length=length, tokens_per_pass=repeats * new_tokens / calls,
                              seconds=seconds, acceptance=acceptance, cost_ratio=costs.cost_ratio,
                              overhead=costs.overhead, target_step=costs.target_step,
                              measured_speedup=plain / seconds,
@@ -130,15 +134,15 @@ def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
 
 
 def format_rows(rows: List[dict]) -> str:
-    lines = ["| method | n | tokens per target pass | wall time (s) | target positions per round | acceptance per "
+    lines = ["| method | n | L | tokens per target pass | wall time (s) | target positions per round | acceptance per "
              "position | draft pass / target pass | verification / target pass | target pass / plain step | "
              "speedup measured (predicted) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cells = [f"{r['target_positions_per_round']:.1f}", " ".join(f"{a:.2f}" for a in r["acceptance"]),
                  f"{r['cost_ratio']:.2f}", f"{r['overhead']:.2f}", f"{r['target_step']:.1f}",
                  f"{r['measured_speedup']:.2f} ({r['predicted_speedup']:.2f})"] if "acceptance" in r else ["-"] * 6
-        lines.append(f"| {r['method']} | {r['n']} | {r['tokens_per_pass']:.2f} | {r['seconds']:.3f} | "
+        lines.append(f"| {r['method']} | {r['n']} | {r.get('draft_length', '-')} | {r['tokens_per_pass']:.2f} | {r['seconds']:.3f} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -147,11 +151,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m multidraft.bench --generation",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--pair", type=Path, default=Path("data/pair"), help="scripts/train_pair.py output")
+    parser.add_argument("--draft", default="draft", help="the draft's directory under --pair (default draft; "
+                        "draft-medium for the medium draft of scripts/train_pair.py --draft-size medium)")
     parser.add_argument("--prompt", default="And God said unto Moses,")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: shared cores)")
-    parser.add_argument("--draft-length", type=int, default=4)
+    parser.add_argument("--draft-length", default="4", help="draft lengths L, comma-separated (e.g. 2,4,6)")
+    parser.add_argument("--configs", default=",".join(f"{name}:{n}" for name, n in CONFIGS),
+                        help="verifier:n pairs, comma-separated (default: %(default)s)")
+    parser.add_argument("--draft-top-k", type=int, default=16, help="draft top-k (0: the full draft law)")
     parser.add_argument("--prune", default="", help="comma-separated fractions of the vocabulary the pruned draft "
                         "heads keep (e.g. 0.25,0.1); needs the dataset of scripts/train_pair.py")
     parser.add_argument("--dataset", type=Path, default=Path("data/next_token_pairs.npz"))
@@ -163,17 +172,19 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.pair / "tokenizer")
     target = AutoModelForCausalLM.from_pretrained(args.pair / "target").eval()
-    draft = AutoModelForCausalLM.from_pretrained(args.pair / "draft").eval()
+    draft = AutoModelForCausalLM.from_pretrained(args.pair / args.draft).eval()
     prompt = tokenizer(args.prompt, return_tensors="pt").input_ids
     print(f"prompt {args.prompt!r} ({prompt.shape[1]} tokens), {args.new_tokens} new tokens, "
           f"{args.repeats} runs after a warm-up (medians), {args.threads} torch thread(s)")
     fractions = [float(f) for f in args.prune.split(",") if f]
-    rows = compare(target, draft, prompt, args.new_tokens, args.repeats, draft_length=args.draft_length,
-                   oov=pruned_drafters(draft, args.dataset, fractions))
+    lengths = [int(length) for length in args.draft_length.split(",")]
+    configs = [(name, int(n)) for name, n in (pair.split(":") for pair in args.configs.split(",") if pair)]
+    rows = compare(target, draft, prompt, args.new_tokens, args.repeats, configs=configs, draft_length=lengths,
+                   draft_top_k=args.draft_top_k or None, oov=pruned_drafters(draft, args.dataset, fractions))
     print(format_rows(rows))
     from .cost_model import format_predictions
 
-    print(f"\nPREDICTED speedups (cost model, best draft length <= {args.draft_length}, no verification cost) "
+    print(f"\nPREDICTED speedups (cost model, best draft length <= {max(lengths)}, no verification cost) "
           "from the measured acceptance, at deployment draft/target cost ratios:")
     print(format_predictions({r["method"]: r["acceptance"] for r in rows if "acceptance" in r}, DEPLOYMENT_RATIOS))
     return 0
