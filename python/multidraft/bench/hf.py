@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence, Tuple
 
@@ -45,14 +44,12 @@ DEPLOYMENT_RATIOS = (0.05, 0.1, 0.15, 0.2, 0.3)
 
 def _timed(run: Callable[[int], object], repeats: int, passes: Dict[str, int]):
     """One warm-up run, then ``repeats`` runs: (median seconds, target passes, outputs)."""
+    from .methods import time_ms
+
     run(repeats)
     passes["n"] = 0
-    seconds, outputs = [], []
-    for i in range(repeats):
-        start = time.perf_counter()
-        outputs.append(run(i))
-        seconds.append(time.perf_counter() - start)
-    return float(np.median(seconds)), passes["n"], outputs
+    timed = [time_ms(run, i) for i in range(repeats)]
+    return float(np.median([ms for ms, _ in timed])) / 1e3, passes["n"], [out for _, out in timed]
 
 
 def pruned_drafters(draft, dataset: Path, fractions: Sequence[float]):
@@ -119,7 +116,7 @@ def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
                 draft_top_k=draft_top_k, seed=i, return_dict_in_generate=True, **models, **common), repeats, passes)
             stats = _total([o.multidraft for o in outputs])
             rounds = sum(o.multidraft.row_rounds for o in outputs)
-            acceptance = stats.accepted / np.maximum(stats.reached, 1)
+            acceptance = np.nan_to_num(stats.acceptance_per_position)  # 0 where never reached
             costs = cost_model.measured_costs(stats, plain / new_tokens)
             rows.append(dict(method=f"multidraft {name}{label}", n=n, draft_length=length, tokens_per_pass=repeats * new_tokens / calls,
                              seconds=seconds, acceptance=acceptance, cost_ratio=costs.cost_ratio,
