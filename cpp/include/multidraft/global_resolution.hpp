@@ -68,54 +68,24 @@ struct SystemReport {
   int iterations = 0;
   bool converged = true;
   bool within_budget = true;
-  bool interpolated = false;  // n = 2, 3 terms summed by interpolation (pair_sums.hpp, triple_sums.hpp)
+  bool interpolated = false;  // terms summed, not enumerated (pair_sums.hpp, laplace_sums.hpp)
   bool rows_known = false;  // the allocated rows (target + gradient) at the solution are known
   double row_error = 0.0;   // L1 error bound of those rows (interpolated sums; 0 when enumerated)
   // Row deviation bound of Theorems 6.4 / 6.5: ||grad||_1 + 3 * truncation error.
   double deviation_bound() const { return gradient_l1 + 3.0 * truncation_error; }
 };
 
-// The pair terms' weights in product form (PairWeights) for interpolation: n = 2, the full-size
-// pairs, w = 2 q_k q_l for every base; n = 3, the stored pairs, Appendix K's
-// 3! [x^3] e^{b x} (e^{q_k x} - 1)(e^{q_l x} - 1) = 6 b q_k q_l + 3 q_k^2 q_l + 3 q_k q_l^2
-// = own_1(l) q_k + own_2(l) q_k^2 with own_1 = 6 b q + 3 q^2, own_2 = 3 q; accepted mass counts
-// stored terms with the second base (none without one), as ConvexObjective::evaluate does.
-inline PairWeights pair_weights(const std::vector<double>& q, int n, const std::vector<double>& bases) {
-  PairWeights weights;
-  const int m = static_cast<int>(q.size());
-  if (n == 2) {
-    std::vector<double> twice(m);
-    for (int k = 0; k < m; ++k) twice[k] = 2.0 * q[k];
-    weights.partner = {q};
-    weights.own = {twice};
-    weights.accepted = {twice};
-  } else if (n == 3) {
-    std::vector<double> squares(m), own1(m), own2(m), accepted1(m, 0.0), accepted2(m, 0.0);
-    for (int k = 0; k < m; ++k) {
-      squares[k] = q[k] * q[k];
-      own1[k] = 6.0 * bases[0] * q[k] + 3.0 * squares[k];
-      own2[k] = 3.0 * q[k];
-      if (bases.size() > 1) accepted1[k] = 6.0 * bases[1] * q[k] + 3.0 * squares[k], accepted2[k] = own2[k];
-    }
-    weights.partner = {q, squares};
-    weights.own = {own1, own2};
-    weights.accepted = {accepted1, accepted2};
-  }
-  return weights;
-}
-
 // The grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
 // (spec §2.7): the n-subsets implicitly (full_subsets.hpp: weight n! prod q_u for every base), the
 // smaller ones stored (ConvexObjective::append_stored_terms). bases[0] gives the objective's
 // weights, each further base an `extra_weight` vector. Returns false when the terms to
-// enumerate would exceed max_terms (the work budget): the stored ones, and the implicit ones
-// unless interpolation may sum them (n = 2, 3; ConvexObjective::evaluate then refuses any point
-// where it cannot).
+// enumerate would exceed max_terms (the work budget): all of them, unless LaplaceSums may sum
+// them (then only the singles, and ConvexObjective::evaluate refuses any point where it cannot).
 inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
                                 double max_terms, ConvexObjective& objective) {
   double count, members;
-  const bool interpolable = objective.interpolation && (n == 2 || n == 3);
-  count_small_subsets(static_cast<std::int64_t>(member_mass.size()), interpolable ? n - 1 : n, count, members);
+  const bool summable = objective.interpolation && LaplaceSums::handles(n);
+  count_small_subsets(static_cast<std::int64_t>(member_mass.size()), summable ? 1 : n, count, members);
   if (count > max_terms) return false;
   objective.enumeration_budget = max_terms;
   GroupedTerms& terms = objective.terms;
@@ -132,12 +102,16 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   for (double q : member_mass) mass_T += q;
   objective.total_weight = std::pow(bases[0] + mass_T, n) - std::pow(bases[0], n);
   if (n >= 2) objective.append_stored_terms(1);
-  objective.stored_pairs_begin = terms.size();  // n = 3: the singles
-  // n = 3: the pairs are interpolated with the triples wherever the triples are (evaluate), so
-  // they are built only when a pass enumerates them (a sixth of a peaked (100, 3) plan otherwise).
-  objective.pairs_deferred = n == 3 && interpolable;
-  for (int size = 2; size <= n - 1 && !objective.pairs_deferred; ++size) objective.append_stored_terms(size);
-  objective.pair_weights = pair_weights(member_mass, n, bases);
+  // Sizes 2..n-1 are built only when a pass enumerates them (LaplaceSums takes them otherwise).
+  objective.stored_deferred = summable;
+  for (int size = 2; size <= n - 1 && !objective.stored_deferred; ++size) objective.append_stored_terms(size);
+  if (n == 2) {  // the implicit pairs for PairSums: w = 2 q_k q_l for every base
+    std::vector<double> twice(member_mass.size());
+    for (std::size_t k = 0; k < twice.size(); ++k) twice[k] = 2.0 * member_mass[k];
+    objective.pair_weights.partner = {member_mass};
+    objective.pair_weights.own = {twice};
+    objective.pair_weights.accepted = {twice};
+  }
   return true;
 }
 
