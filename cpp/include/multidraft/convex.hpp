@@ -438,18 +438,24 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
     return report;
   }
   // Stagnation: damped Newton on a convex objective keeps lowering ||g||_1; when kStagnationWindow
-  // iterations lowered it by less than 1% the iterates are stuck (against the interpolation's
-  // |a| <= 150 when the budget forbids enumerating), and more iterations only cost time.
-  constexpr int kStagnationWindow = 4;
+  // iterations lowered it by less than 1% the iterates are stuck (a warm start deep in a flat
+  // region), and more iterations only cost time.
+  constexpr int kStagnationWindow = 2;
   std::vector<double> history;
   // A point beyond kUnshiftedLimit turns the implicit terms into stored, shifted ones for the rest
   // of the solve (ConvexObjective::evaluate), several times slower. While the iterates are inside
   // it, a trial point outside is backtracked like one the budget refuses: a stopping threshold of
   // 5 tau never needs |a| near 600, only an overlong Newton or CG step gets there. (Tests that
   // lower objective.unshifted_limit to force the stored path are not affected.)
+  // Within it, max |a| may grow by at most kReach per step beyond kFourReciprocalsLimit: a pass
+  // of LaplaceSums costs in proportion to the spread of a (the nodes), and an overlong step out
+  // of a warm start's flat region (measured: max |a| 33 -> 330 -> 600, flat V = 32000, n = 2)
+  // would make every pass until the stagnation test stops it ten times dearer.
+  constexpr double kReach = 30.0;
   const bool stay_in_range = report.solution.cwiseAbs().maxCoeff() <= kUnshiftedLimit;
   auto evaluate_trial = [&](const Eigen::VectorXd& x, Eigen::VectorXd& gradient, Curvature& at) {
-    if (stay_in_range && x.cwiseAbs().maxCoeff() > kUnshiftedLimit) return false;
+    const double reach = std::max(kFourReciprocalsLimit, report.solution.cwiseAbs().maxCoeff() + kReach);
+    if (stay_in_range && x.cwiseAbs().maxCoeff() > std::min(reach, kUnshiftedLimit)) return false;
     return objective.evaluate(x, gradient, at);
   };
   for (;; ++report.iterations) {

@@ -296,7 +296,8 @@ class GlobalResolutionPlan {
   // inputs by the factor 1 / (1 - S), a Newton iteration; leaving i out of its own partners keeps
   // a dominant token's start finite.) When S >= 1 the mean field has no finite level: 1 + k s = 1,
   // and ConvexObjective::level_shift takes over. Clamped to [-30, 30]; tokens whose m_i cannot
-  // cover p(i) start at the upper end. The outer problem starts at 0 (its gauge makes any
+  // cover p(i) start 5 above the others (at 30, a barely uncovered token of a flat input sent
+  // Newton's iterates on a long crawl along it before the cold restart: V = 32000, n = 2). The outer problem starts at 0 (its gauge makes any
   // constant equivalent).
   Eigen::VectorXd warm_start(const std::vector<double>& member_mass, double base, const std::vector<double>& targets,
                              bool slack) const {
@@ -316,8 +317,11 @@ class GlobalResolutionPlan {
       S += k * member_mass[i] * odds[i];
     }
     const double level = S < 1.0 ? 1.0 / (1.0 - S) : 1.0;  // 1 + k s
+    double highest = -30.0;
     for (int i = 0; i < m; ++i)
-      start[i] = odds[i] >= 0.0 ? std::clamp(std::log(odds[i] * level), -30.0, 30.0) : 30.0;
+      if (odds[i] >= 0.0) highest = std::max(highest, start[i] = std::clamp(std::log(odds[i] * level), -30.0, 30.0));
+    for (int i = 0; i < m; ++i)
+      if (odds[i] < 0.0) start[i] = std::min(highest + 5.0, 30.0);
     return start;
   }
 

@@ -135,32 +135,47 @@ class LaplaceSums {
     const double* __restrict powers = powers_.data();  // [d][u] = q_u^d / d!
     double* __restrict rs = r_.data();
     double* __restrict zs = z_.data();
-    double sums[N + 1] = {}, moved[N] = {};
-#pragma omp simd reduction(+ : sums[:N + 1], moved[:N])
+    terms_.resize(static_cast<std::size_t>(2 * N) * m);
+    double* __restrict terms = terms_.data();  // per-variable terms, summed after the loop
+#pragma omp simd
     for (int u = 0; u < m; ++u) {
       const double r = std::min(t * xs[u], 708.0);
       const double z = exp_negative(r);
       rs[u] = r;
       zs[u] = z;
       double phi[N + 1], ell[N + 1], inverse[N];
+#pragma GCC unroll 16
       for (int d = 1; d <= N; ++d) phi[d] = z * powers[(d - 1) * m + u];
       // log(1 + phi): ell_k = phi_k - (1/k) sum_{i<k} i ell_i phi_{k-i}
+#pragma GCC unroll 16
       for (int k = 1; k <= N; ++k) {
         double acc = 0.0;
+#pragma GCC unroll 16
         for (int i = 1; i < k; ++i) acc += i * ell[i] * phi[k - i];
         ell[k] = phi[k] - acc / k;
-        sums[k] += ell[k];
+        terms[(k - 1) * m + u] = ell[k];
       }
       inverse[0] = 1.0;  // 1 / (1 + phi) = 1 - D
+#pragma GCC unroll 16
       for (int k = 1; k < N; ++k) {
         double acc = 0.0;
+#pragma GCC unroll 16
         for (int d = 1; d <= k; ++d) acc -= phi[d] * inverse[k - d];
         inverse[k] = acc;
-        moved[k] -= r * acc;
+        terms[(N + k - 1) * m + u] = -r * acc;
       }
     }
-    for (int k = 0; k <= N; ++k) L[k] = sums[k];
-    for (int k = 0; k < N; ++k) S[k] = moved[k];
+    L[0] = S[0] = 0.0;
+    for (int k = 1; k <= N; ++k) L[k] = row_sum(terms + (k - 1) * m, m);
+    for (int k = 1; k < N; ++k) S[k] = row_sum(terms + (N + k - 1) * m, m);
+  }
+
+  // Loops with array reductions do not vectorise (GCC 12): per-variable terms are stored, then summed.
+  static double row_sum(const double* __restrict row, int m) {
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int u = 0; u < m; ++u) sum += row[u];
+    return sum;
   }
 
   // exp of a series with zero constant term, degrees 0..N.
@@ -221,8 +236,10 @@ class LaplaceSums {
         double M[N], Ma[N], inverse[N], E[N];  // K / (1 + z_l g_l), degrees 0..N-1, for both bases
         M[0] = Ma[0] = inverse[0] = 1.0;
         E[0] = 0.0;
+#pragma GCC unroll 16
         for (int k = 1; k < N; ++k) {
           double acc = K[k], acc_a = K_accepted[k], acc_i = 0.0;
+#pragma GCC unroll 16
           for (int d = 1; d <= k; ++d) {
             const double phi = z * powers[(d - 1) * m + l];
             acc -= phi * M[k - d];
@@ -233,10 +250,12 @@ class LaplaceSums {
           E[k] = S[k] + r * acc_i;  // sum over u != l of r_u D_u
         }
         double G = 0.0, Ga = 0.0, H = 0.0;  // sum_{U ∋ l} w_U e^{-t X_U} (t X_{U \ l}) / z_l for H
+#pragma GCC unroll 16
         for (int d = 1; d <= N; ++d) {
           G += powers[(d - 1) * m + l] * M[N - d];
           Ga += powers[(d - 1) * m + l] * Ma[N - d];
           double F = 0.0;
+#pragma GCC unroll 16
           for (int i = 1; i <= N - d; ++i) F += E[i] * M[N - d - i];
           H += powers[(d - 1) * m + l] * F;
         }
@@ -263,7 +282,7 @@ class LaplaceSums {
     double n_factorial = 1.0;
     for (int d = 2; d <= N; ++d) n_factorial *= d;
     for (int l = 0; l < m; ++l) out[l] += v[l] * diagonal_[l];
-    std::vector<double> rs(m), zs(m), moved(m);  // r_u, z_u, r_u v_u
+    std::vector<double> rs(m), zs(m), moved(static_cast<std::size_t>(N) * m);  // r_u, z_u, r_u v_u D_u
     const double* __restrict xs = x_.data();
     const double* __restrict vs = v.data();
     const double* __restrict powers = powers_.data();
@@ -272,10 +291,10 @@ class LaplaceSums {
       const double t = std::exp(u0_ + j * kStep), weight = kStep * std::exp(-t * c_);
       if (weight == 0.0) continue;
       // Lr = sum_u r_u v_u D_u, D_u = 1 - 1 / (1 + z_u g_u) (degrees 1..N-1)
-      double sums[N] = {};
       double* __restrict r_out = rs.data();
       double* __restrict z_out = zs.data();
-#pragma omp simd reduction(+ : sums[:N])
+      double* __restrict terms = moved.data();
+#pragma omp simd
       for (int u = 0; u < m; ++u) {
         const double r = std::min(t * xs[u], 708.0);
         const double z = exp_negative(r);
@@ -283,13 +302,17 @@ class LaplaceSums {
         z_out[u] = z;
         double inverse[N];
         inverse[0] = 1.0;
+#pragma GCC unroll 16
         for (int k = 1; k < N; ++k) {
           double acc = 0.0;
+#pragma GCC unroll 16
           for (int d = 1; d <= k; ++d) acc -= z * powers[(d - 1) * m + u] * inverse[k - d];
           inverse[k] = acc;
-          sums[k] -= r * vs[u] * acc;
+          terms[(k - 1) * m + u] = -r * vs[u] * acc;
         }
       }
+      double sums[N];
+      for (int k = 1; k < N; ++k) sums[k] = row_sum(terms + (k - 1) * m, m);
       const double* K = &products_[static_cast<std::size_t>(j) * (N + 1)];
 #pragma omp simd
       for (int l = 0; l < m; ++l) {
@@ -297,8 +320,10 @@ class LaplaceSums {
         double M[N], inverse[N], E[N];
         M[0] = inverse[0] = 1.0;
         E[0] = 0.0;
+#pragma GCC unroll 16
         for (int k = 1; k < N; ++k) {
           double acc = K[k], acc_i = 0.0;
+#pragma GCC unroll 16
           for (int d = 1; d <= k; ++d) {
             const double phi = z * powers[(d - 1) * m + l];
             acc -= phi * M[k - d];
@@ -308,8 +333,10 @@ class LaplaceSums {
           E[k] = sums[k] + moved_l * acc_i;  // Lr minus l's own r v D_l (D_l = -inverse)
         }
         double H = 0.0;  // sum_d q^d / d! (M * E)_{N-d}
+#pragma GCC unroll 16
         for (int d = 1; d < N; ++d) {
           double F = 0.0;
+#pragma GCC unroll 16
           for (int i = 1; i <= N - d; ++i) F += E[i] * M[N - d - i];
           H += powers[(d - 1) * m + l] * F;
         }
@@ -322,6 +349,7 @@ class LaplaceSums {
   double c_ = 0.0, u0_ = 0.0;
   Eigen::VectorXd x_, first_, diagonal_;  // per variable: sum_U w x / s, sum_U w x (s - x) / s^2 (rule)
   std::vector<double> powers_, r_, z_;  // q^d / d! ([d - 1][u]); t x and e^{-t x} at one node
+  std::vector<double> terms_;           // the log pass's per-variable terms (2 n rows)
   std::vector<double> products_;        // per node, e^{b λ} prod_u (1 + z_u g_u), degrees 0..n
   double gradient_error_ = 0.0;
 };
