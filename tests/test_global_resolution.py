@@ -361,9 +361,10 @@ def test_summed_terms_match_enumeration_at_the_same_point(seed):
         return
     assert fast["gradient_error"] <= 1e-8  # the certified bound
     assert np.abs(fast["gradient"] - exact["gradient"]).sum() <= fast["gradient_error"] + 1e-14
-    # Differences of positive sums, each within about 2e-10 relative (LaplaceSums::relative_error(2)).
-    for key in ("diagonal", "hessian_times"):
-        np.testing.assert_allclose(fast[key], exact[key], rtol=1e-9, atol=1e-9 * np.abs(exact[key]).max())
+    # Differences of positive sums, each within about 2e-10 relative (LaplaceSums::relative_error(2));
+    # LaplaceSums' Hessian-vector products take every other node, about 1e-4 relative.
+    for key, tolerance in (("diagonal", 1e-9), ("hessian_times", 1e-3 if fast["laplace"] else 1e-9)):
+        np.testing.assert_allclose(fast[key], exact[key], rtol=tolerance, atol=tolerance * np.abs(exact[key]).max())
     assert abs(fast["accepted"] - exact["accepted"]) <= fast["gradient_error"] + 1e-14  # same sums, other weights
 
 

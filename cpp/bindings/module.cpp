@@ -337,6 +337,7 @@ void bind_testing(py::module_& m) {
         out["accepted"] = curvature.accepted;
         out["gradient_error"] = curvature.gradient_error;
         out["interpolated"] = curvature.interpolated;
+        out["laplace"] = curvature.laplace;
         return out;
       },
       py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),

@@ -103,7 +103,11 @@ class LaplaceSums {
 
   // out += (the terms' Hessian) v at the point of the last evaluate: out_l += v_l diagonal_l -
   // sum_{U ∋ l} w_U x_l (sum_{i in U \ l} x_i v_i) / s_U^2. The inner sum is the first-order part
-  // in mu of the same product with z_u (1 + mu t x_u v_u) for z_u (a dual number).
+  // in mu of the same product with z_u (1 + mu t x_u v_u) for z_u (a dual number). That part
+  // takes every kProductStride-th node (step 2 h: about 1e-4 relative, relative_error at that
+  // step): conjugate gradients need a direction, not certified digits, and the products are most
+  // of a Newton iteration's work (measured: flat V = 32000, n = 3).
+  static constexpr int kProductStride = 2;
   void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
     switch (n_) {
       case 2: return hessian_times_sized<2>(v, out);
@@ -287,8 +291,8 @@ class LaplaceSums {
     const double* __restrict vs = v.data();
     const double* __restrict powers = powers_.data();
     double* __restrict product = out.data();
-    for (int j = 0; j < nodes_; ++j) {
-      const double t = std::exp(u0_ + j * kStep), weight = kStep * std::exp(-t * c_);
+    for (int j = 0; j < nodes_; j += kProductStride) {
+      const double t = std::exp(u0_ + j * kStep), weight = kProductStride * kStep * std::exp(-t * c_);
       if (weight == 0.0) continue;
       // Lr = sum_u r_u v_u D_u, D_u = 1 - 1 / (1 + z_u g_u) (degrees 1..N-1)
       double* __restrict r_out = rs.data();
