@@ -68,6 +68,10 @@ struct Curvature {
 // member (no overflow or underflow is possible); beyond, explicit terms are shifted by their
 // own maximum, and implicit ones are first stored explicitly.
 constexpr double kUnshiftedLimit = 600.0;
+// The outer problem's unshifted passes take 1 / X_U^2 for X_U >= e^{-spread of a}: in range up
+// to a spread of about 354 (measured: a peaked V = 32000, n = 2 solve reached a spread of 429,
+// and the pass's Hessian diagonal became NaN).
+constexpr double kOuterSpreadLimit = 300.0;
 
 struct ConvexObjective {
   GroupedTerms terms;      // explicit terms (those smaller than n when `full` is used)
@@ -77,8 +81,6 @@ struct ConvexObjective {
   double total_weight = 0.0;  // sum_U w_U (set with the terms; used by level_shift)
   double unshifted_limit = kUnshiftedLimit;  // lowered only by tests, to check the shifted path
   bool interpolation = true;  // PairSums / LaplaceSums when they pay (tests compare with enumeration)
-  // The n = 2 pair terms in product form for PairSums.
-  PairWeights pair_weights;
   // Most terms a pass may enumerate (GlobalResolutionOptions::max_terms): the plan may hold more,
   // to be summed (PairSums, LaplaceSums); a point where they cannot be is refused.
   double enumeration_budget = std::numeric_limits<double>::infinity();
@@ -183,17 +185,31 @@ struct ConvexObjective {
     return std::min(std::log(rejected / delta), kLevelShiftCap);
   }
 
+  // The outer objective's passes work at a - max a (its gauge: gradient and Hessian are the same
+  // at a + const), so x <= 1; its enumerated terms have no slack, and their 1 / X^2 must stay in
+  // range (kOuterSpreadLimit). The inner ones keep a: the slack's 1 bounds every 1 / (1 + X).
+  double pass_offset(const Eigen::VectorXd& a) const { return slack || a.size() == 0 ? 0.0 : a.maxCoeff(); }
+  // The largest |a| a pass at a works with (evaluate keeps the implicit terms up to unshifted_limit).
+  double pass_range(const Eigen::VectorXd& a) const {
+    return a.size() == 0 ? 0.0 : (a.array() - pass_offset(a)).abs().maxCoeff();
+  }
+
   // Gradient and curvature at a (the Newton loop never needs the value, a logarithm per term;
   // see minimise_newton). A point outside the unshifted range first turns the implicit terms
   // into explicit ones (rare: Newton iterates stay small). Returns false, computing nothing, when
   // the implicit terms would have to be enumerated (not interpolated) beyond enumeration_budget.
   bool evaluate(const Eigen::VectorXd& a, Eigen::VectorXd& gradient, Curvature& curvature) {
     const int m = terms.variables;
-    const double largest = m == 0 ? 0.0 : a.cwiseAbs().maxCoeff();
+    const double offset = pass_offset(a), largest = pass_range(a);
     const bool unshifted = largest <= unshifted_limit;
     curvature.four_reciprocals = unshifted && largest <= kFourReciprocalsLimit;
-    if (unshifted) curvature.power = a.array().exp();
-    const Summation how = !curvature.dense && unshifted ? summation(curvature.power) : Summation::kEnumerated;
+    if (unshifted) curvature.power = (a.array() - offset).exp();
+    Summation how = !curvature.dense && unshifted ? summation(curvature.power) : Summation::kEnumerated;
+    // Beyond kOuterSpreadLimit the outer terms are summed (LaplaceSums takes any spread) or stored.
+    const bool enumerable = slack || largest <= kOuterSpreadLimit;
+    if (how == Summation::kEnumerated && !enumerable && unshifted && !curvature.dense && interpolation &&
+        LaplaceSums::handles(full.size))
+      how = Summation::kLaplace;
     curvature.interpolated = how != Summation::kEnumerated;
     curvature.laplace = how == Summation::kLaplace;
     if (!curvature.interpolated && full.count() + deferred_count() > enumeration_budget) return false;
@@ -201,7 +217,7 @@ struct ConvexObjective {
       for (int size = 2; size < full.size; ++size) append_stored_terms(size);
       stored_deferred = false;
     }
-    if (!unshifted) materialise_full_subsets();
+    if (!unshifted || (!curvature.interpolated && !enumerable)) materialise_full_subsets();
     gradient = -target;
     if (curvature.dense) curvature.hessian.setZero(m, m);
     curvature.share.resize(terms.members.size());
@@ -251,7 +267,7 @@ struct ConvexObjective {
     if (curvature.interpolated) {
       curvature.sorted.place(power, constant);
       curvature.accepted +=
-          curvature.pairs.evaluate(curvature.sorted, pair_weights, constant, gradient, curvature.diagonal);
+          curvature.pairs.evaluate(curvature.sorted, full.mass, constant, gradient, curvature.diagonal);
       curvature.gradient_error = curvature.pairs.gradient_error();
       return true;
     }
@@ -361,8 +377,9 @@ constexpr double kDenseWorkRatio = 20.0;
 // products but no cheap dense Hessian: conjugate gradients then.
 inline bool use_dense_newton(const ConvexObjective& objective, const Eigen::VectorXd& start) {
   const int m = objective.terms.variables;
-  if (m > 0 && start.cwiseAbs().maxCoeff() <= objective.unshifted_limit &&
-      objective.summation(start.array().exp().matrix()) != ConvexObjective::Summation::kEnumerated)
+  if (m > 0 && objective.pass_range(start) <= objective.unshifted_limit &&
+      objective.summation((start.array() - objective.pass_offset(start)).exp().matrix()) !=
+          ConvexObjective::Summation::kEnumerated)
     return false;
   const double size = m;
   return m <= kDenseNewtonLimit && size * size * size <= kDenseWorkRatio * objective.term_count();
@@ -442,20 +459,15 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   // region), and more iterations only cost time.
   constexpr int kStagnationWindow = 2;
   std::vector<double> history;
-  // A point beyond kUnshiftedLimit turns the implicit terms into stored, shifted ones for the rest
-  // of the solve (ConvexObjective::evaluate), several times slower. While the iterates are inside
-  // it, a trial point outside is backtracked like one the budget refuses: a stopping threshold of
-  // 5 tau never needs |a| near 600, only an overlong Newton or CG step gets there. (Tests that
-  // lower objective.unshifted_limit to force the stored path are not affected.)
-  // Within it, max |a| may grow by at most kReach per step beyond kFourReciprocalsLimit: a pass
-  // of LaplaceSums costs in proportion to the spread of a (the nodes), and an overlong step out
-  // of a warm start's flat region (measured: max |a| 33 -> 330 -> 600, flat V = 32000, n = 2)
-  // would make every pass until the stagnation test stops it ten times dearer.
-  constexpr double kReach = 30.0;
-  const bool stay_in_range = report.solution.cwiseAbs().maxCoeff() <= kUnshiftedLimit;
+  // A point beyond the unshifted range (ConvexObjective::unshifted_at) turns the implicit terms
+  // into stored, shifted ones for the rest of the solve (ConvexObjective::evaluate), several times
+  // slower. While the iterates are inside it, a trial point outside is backtracked like one the
+  // budget refuses: a stopping threshold of 5 tau never needs |a| near 600, only an overlong
+  // Newton or CG step gets there. (Tests that lower objective.unshifted_limit to force the stored
+  // path are not affected.)
+  const bool stay_in_range = objective.pass_range(report.solution) <= kUnshiftedLimit;
   auto evaluate_trial = [&](const Eigen::VectorXd& x, Eigen::VectorXd& gradient, Curvature& at) {
-    const double reach = std::max(kFourReciprocalsLimit, report.solution.cwiseAbs().maxCoeff() + kReach);
-    if (stay_in_range && x.cwiseAbs().maxCoeff() > std::min(reach, kUnshiftedLimit)) return false;
+    if (stay_in_range && objective.pass_range(x) > kUnshiftedLimit) return false;
     return objective.evaluate(x, gradient, at);
   };
   for (;; ++report.iterations) {
@@ -493,6 +505,13 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
       d = newton_direction_cg(objective, curvature, g, lambda, gauge);
     }
     if (gauge) d.array() -= d.mean();
+    if (!curvature.dense && !(g.dot(d) < 0.0)) {
+      // Conjugate gradients on a Hessian whose diagonal spans hundreds of orders of magnitude
+      // (tokens pushed to a = -390 on the way to a minimiser at infinity) can end without
+      // descent: the preconditioned gradient step still descends.
+      d = -(curvature.diagonal.array() + lambda).inverse().matrix().cwiseProduct(descent);
+      if (gauge) d.array() -= d.mean();
+    }
     const double slope = g.dot(d);
     if (!(slope < 0.0)) return report;  // no descent left at machine precision
 

@@ -105,13 +105,6 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   // Sizes 2..n-1 are built only when a pass enumerates them (LaplaceSums takes them otherwise).
   objective.stored_deferred = summable;
   for (int size = 2; size <= n - 1 && !objective.stored_deferred; ++size) objective.append_stored_terms(size);
-  if (n == 2) {  // the implicit pairs for PairSums: w = 2 q_k q_l for every base
-    std::vector<double> twice(member_mass.size());
-    for (std::size_t k = 0; k < twice.size(); ++k) twice[k] = 2.0 * member_mass[k];
-    objective.pair_weights.partner = {member_mass};
-    objective.pair_weights.own = {twice};
-    objective.pair_weights.accepted = {twice};
-  }
   return true;
 }
 
