@@ -430,8 +430,10 @@ inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, con
 // costs a logarithm per term). With `gauge` (outer problem) the objective is linear along 1, so
 // g and d are centred: the 1-component of the gradient is -delta_T whatever a is. Stops when
 // ||g||_1 <= threshold (the L1 norm the theory needs, not SciPy's max-norm; spec §8.4).
+// `reach`: trial points whose pass range (ConvexObjective::pass_range) exceeds it are backtracked.
 inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd start, double threshold,
-                                    int max_iterations, bool gauge, ConvexWorkspace& workspace) {
+                                    int max_iterations, bool gauge, ConvexWorkspace& workspace,
+                                    double reach = kUnshiftedLimit) {
   constexpr double kSufficientDecrease = 1e-4;
   NewtonReport report;
   const int m = objective.terms.variables;
@@ -466,9 +468,9 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   // budget refuses: a stopping threshold of 5 tau never needs |a| near 600, only an overlong
   // Newton or CG step gets there. (Tests that lower objective.unshifted_limit to force the stored
   // path are not affected.)
-  const bool stay_in_range = objective.pass_range(report.solution) <= kUnshiftedLimit;
+  const bool stay_in_range = objective.pass_range(report.solution) <= reach;
   auto evaluate_trial = [&](const Eigen::VectorXd& x, Eigen::VectorXd& gradient, Curvature& at) {
-    if (stay_in_range && objective.pass_range(x) > kUnshiftedLimit) return false;
+    if (stay_in_range && objective.pass_range(x) > reach) return false;
     return objective.evaluate(x, gradient, at);
   };
   for (;; ++report.iterations) {
