@@ -441,11 +441,12 @@ class GlobalResolutionPlan {
       return {std::vector<double>(m, 0.0), {}, false};
     }
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
-    // The warm start stays where the pair interpolation reaches: from a flat input's start, one a
-    // can crawl towards 600 by 30 per step at every pass dearer (measured: 13 s at V = 128000,
-    // n = 2); the cold restart below then finds the solution in a few steps.
+    // The inner warm start stays where the pair interpolation reaches: from a flat input's start,
+    // one a can crawl towards 600 by 30 per step at every pass dearer (measured: 13 s at
+    // V = 128000, n = 2); the cold restart below then finds the solution in a few steps.
     NewtonReport solved = minimise_newton(objective, warm_start(member_mass, bases[0], targets, slack), report.threshold,
-                                          options_.max_iterations, !slack, workspace, kFourReciprocalsLimit);
+                                          options_.max_iterations, !slack, workspace,
+                                          slack ? kFourReciprocalsLimit : kUnshiftedLimit);
     int iterations = solved.iterations;
     if (!solved.converged && !solved.over_budget && slack) {  // a warm start deep in a flat region can stall: restart at 0
       NewtonReport cold = minimise_newton(objective, Eigen::VectorXd::Zero(m), report.threshold,
