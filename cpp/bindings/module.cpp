@@ -311,7 +311,7 @@ void bind_testing(py::module_& m) {
   t.def(
       "objective_derivatives",
       [](const Doubles& q, int n, std::vector<double> bases, bool slack, const Doubles& a, const Doubles& v,
-         bool interpolation) {
+         bool interpolation, double max_terms) {
         const int size = static_cast<int>(q.shape(0));
         if (a.shape(0) != size || v.shape(0) != size) throw std::invalid_argument("'q', 'a' and 'v' must have one length");
         if (n < 1 || n > kMaxTermSize || bases.empty()) throw std::invalid_argument("bad 'n' or 'bases'");
@@ -322,7 +322,8 @@ void bind_testing(py::module_& m) {
           ConvexObjective objective;
           objective.slack = slack;
           objective.interpolation = interpolation;
-          build_grouped_terms(std::vector<double>(q.data(), q.data() + size), n, bases, 1e12, objective);
+          if (!build_grouped_terms(std::vector<double>(q.data(), q.data() + size), n, bases, max_terms, objective))
+            throw std::runtime_error("over the work budget");
           objective.target = Eigen::VectorXd::Zero(size);
           const Eigen::VectorXd point = Eigen::Map<const Eigen::VectorXd>(a.data(), size);
           curvature.dense = false;
@@ -336,10 +337,11 @@ void bind_testing(py::module_& m) {
         out["accepted"] = curvature.accepted;
         out["gradient_error"] = curvature.gradient_error;
         out["interpolated"] = curvature.interpolated;
+        out["laplace"] = curvature.laplace;
         return out;
       },
       py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
-      py::arg("interpolation"));
+      py::arg("interpolation"), py::arg("max_terms") = 1e12);
 
   t.def(
       "global_resolution_plan",

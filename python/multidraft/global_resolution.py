@@ -42,15 +42,16 @@ class GlobalResolution(_CorePlan):
         acceptance_bound: a + b, the bound on ``|alpha - alpha_star|`` (raw plan) and on
             alpha_star - alpha (exact plan).
         diagnostics: per system ("outer", "inner"): ``|T|``, grouped terms, eps_T / gamma_T,
-            achieved gradient L1 norm (a bound on it when the n = 2 or 3 terms were summed by
-            interpolation, ``interpolated``), threshold, Newton iterations, convergence.
+            achieved gradient L1 norm (a bound on it when the terms were summed rather than
+            enumerated, ``interpolated``), threshold, Newton iterations, convergence.
         used_fallback: True when ``fallback=True`` and the bound was not met, in which case
             ``transport`` and ``sample`` use the exact complementary-slackness max-flow plan
             (and ``alpha`` is its acceptance, alpha*).
 
     Options: ``tau`` (> 0), ``max_iterations`` (Newton), ``max_terms`` (work budget per system:
-    the grouped terms a Newton pass may enumerate; for n = 2 and 3 the full-size terms, summed by
-    interpolation, do not count unless a point needs them enumerated; T is never capped by size),
+    the grouped terms a Newton pass may enumerate; for n = 2 to 6 every term can be summed without
+    enumeration (n = 2's pairs by interpolation, any size by a Laplace-transform quadrature) and
+    does not count unless a point needs it enumerated; T is never capped by size),
     ``paper_threshold`` (Algorithm 1's 5 tau stopping threshold instead of the corrected
     5 tau - 3 eps_T), ``fallback``, ``exact``.
     """

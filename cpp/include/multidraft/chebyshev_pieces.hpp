@@ -1,11 +1,11 @@
 // Chebyshev interpolation on pieces of the log axis, for the Stieltjes transforms
 //   F(y) = sum_k mu_k / (y + s_k)^p,   mu_k >= 0, s_k >= 0, y > 0, p = 1 or 2,
 // by which the implicit full-size terms of the Global Resolution objectives are summed without
-// enumerating them (pair_sums.hpp, triple_sums.hpp). F is analytic off the negative real axis,
+// enumerating them (pair_sums.hpp). F is analytic off the negative real axis,
 // so in u = log y it is analytic in the strip |Im u| < pi wherever the s_k are, and Chebyshev
 // interpolation on u-pieces of width 3 converges geometrically with an error bound relative to F
 // that needs no knowledge of the s_k (ChebyshevPieces::relative_error). Not in [GR], whose
-// Appendix K terms are all enumerated: this is what makes n = 2 and 3 fast at hundreds of tokens.
+// Appendix K terms are all enumerated: this is what makes n = 2 fast at hundreds of tokens.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -247,7 +247,7 @@ inline void sort_increasing(const Eigen::VectorXd& x, std::vector<int>& order) {
 }
 
 // The variables sorted by x and their points y_j = c + x_j placed on a grid covering them: where
-// PairSums and TripleSums both start, computed once per evaluation (ConvexObjective::evaluate).
+// PairSums starts, computed once per evaluation (ConvexObjective::evaluate).
 struct SortedPoints {
   std::vector<int> order;   // variables by increasing x
   Eigen::VectorXd x, u;     // x in that order; log (c + x)
@@ -274,17 +274,16 @@ struct SortedPoints {
 
 // The Stieltjes transforms of the point masses q_k at x_k at the nodes of the occupied pieces:
 // first_j = sum_k q_k / (y_j + x_k), second_j = sum_k q_k / (y_j + x_k)^2 (0 at other nodes).
-// Row a of inverse_squares (and of inverses, if given) holds 1 / (y_j + x_k)^2 (1 / (y_j + x_k))
-// for the a-th active node j, for transforms of other masses at the same points. Callers keep
+// Row a of inverse_squares holds 1 / (y_j + x_k)^2 for the a-th active node j, for transforms of
+// other masses at the same points. Callers keep
 // |log x| <= 150: products of four denominators stay in range for four_reciprocals.
 inline void stieltjes_at_nodes(const ChebyshevPieces& grid, const std::vector<int>& active, const double* x,
                                const double* q, int m, Eigen::VectorXd& first, Eigen::VectorXd& second,
-                               GrowingMatrix& inverse_squares, GrowingMatrix* inverses = nullptr) {
+                               GrowingMatrix& inverse_squares) {
   first.setZero(grid.nodes());
   second.setZero(grid.nodes());
   const int count = static_cast<int>(active.size());
   inverse_squares.resize(count, m);
-  if (inverses) inverses->resize(count, m);
   const double* __restrict xs = x;
   const double* __restrict qs = q;
   for (int a = 0; a < count;) {
@@ -306,8 +305,6 @@ inline void stieltjes_at_nodes(const ChebyshevPieces& grid, const std::vector<in
       }
       first.segment<4>(j) << f0, f1, f2, f3;
       second.segment<4>(j) << s0, s1, s2, s3;
-      if (inverses)  // 1 / d = sqrt(1 / d^2) within an ulp, kept out of the hot loop above
-        inverses->matrix().middleRows(a, 4) = inverse_squares.matrix().middleRows(a, 4).cwiseSqrt();
       a += 4;
       continue;
     }
@@ -324,7 +321,6 @@ inline void stieltjes_at_nodes(const ChebyshevPieces& grid, const std::vector<in
     }
     first[j] = f;
     second[j] = s;
-    if (inverses) inverses->matrix().row(a) = inverse_squares.matrix().row(a).cwiseSqrt();
     ++a;
   }
 }

@@ -68,54 +68,24 @@ struct SystemReport {
   int iterations = 0;
   bool converged = true;
   bool within_budget = true;
-  bool interpolated = false;  // n = 2, 3 terms summed by interpolation (pair_sums.hpp, triple_sums.hpp)
+  bool interpolated = false;  // terms summed, not enumerated (pair_sums.hpp, laplace_sums.hpp)
   bool rows_known = false;  // the allocated rows (target + gradient) at the solution are known
   double row_error = 0.0;   // L1 error bound of those rows (interpolated sums; 0 when enumerated)
   // Row deviation bound of Theorems 6.4 / 6.5: ||grad||_1 + 3 * truncation error.
   double deviation_bound() const { return gradient_l1 + 3.0 * truncation_error; }
 };
 
-// The pair terms' weights in product form (PairWeights) for interpolation: n = 2, the full-size
-// pairs, w = 2 q_k q_l for every base; n = 3, the stored pairs, Appendix K's
-// 3! [x^3] e^{b x} (e^{q_k x} - 1)(e^{q_l x} - 1) = 6 b q_k q_l + 3 q_k^2 q_l + 3 q_k q_l^2
-// = own_1(l) q_k + own_2(l) q_k^2 with own_1 = 6 b q + 3 q^2, own_2 = 3 q; accepted mass counts
-// stored terms with the second base (none without one), as ConvexObjective::evaluate does.
-inline PairWeights pair_weights(const std::vector<double>& q, int n, const std::vector<double>& bases) {
-  PairWeights weights;
-  const int m = static_cast<int>(q.size());
-  if (n == 2) {
-    std::vector<double> twice(m);
-    for (int k = 0; k < m; ++k) twice[k] = 2.0 * q[k];
-    weights.partner = {q};
-    weights.own = {twice};
-    weights.accepted = {twice};
-  } else if (n == 3) {
-    std::vector<double> squares(m), own1(m), own2(m), accepted1(m, 0.0), accepted2(m, 0.0);
-    for (int k = 0; k < m; ++k) {
-      squares[k] = q[k] * q[k];
-      own1[k] = 6.0 * bases[0] * q[k] + 3.0 * squares[k];
-      own2[k] = 3.0 * q[k];
-      if (bases.size() > 1) accepted1[k] = 6.0 * bases[1] * q[k] + 3.0 * squares[k], accepted2[k] = own2[k];
-    }
-    weights.partner = {q, squares};
-    weights.own = {own1, own2};
-    weights.accepted = {accepted1, accepted2};
-  }
-  return weights;
-}
-
 // The grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
 // (spec §2.7): the n-subsets implicitly (full_subsets.hpp: weight n! prod q_u for every base), the
 // smaller ones stored (ConvexObjective::append_stored_terms). bases[0] gives the objective's
 // weights, each further base an `extra_weight` vector. Returns false when the terms to
-// enumerate would exceed max_terms (the work budget): the stored ones, and the implicit ones
-// unless interpolation may sum them (n = 2, 3; ConvexObjective::evaluate then refuses any point
-// where it cannot).
+// enumerate would exceed max_terms (the work budget): all of them, unless LaplaceSums may sum
+// them (then only the singles, and ConvexObjective::evaluate refuses any point where it cannot).
 inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
                                 double max_terms, ConvexObjective& objective) {
   double count, members;
-  const bool interpolable = objective.interpolation && (n == 2 || n == 3);
-  count_small_subsets(static_cast<std::int64_t>(member_mass.size()), interpolable ? n - 1 : n, count, members);
+  const bool summable = objective.interpolation && LaplaceSums::handles(n);
+  count_small_subsets(static_cast<std::int64_t>(member_mass.size()), summable ? 1 : n, count, members);
   if (count > max_terms) return false;
   objective.enumeration_budget = max_terms;
   GroupedTerms& terms = objective.terms;
@@ -132,12 +102,9 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   for (double q : member_mass) mass_T += q;
   objective.total_weight = std::pow(bases[0] + mass_T, n) - std::pow(bases[0], n);
   if (n >= 2) objective.append_stored_terms(1);
-  objective.stored_pairs_begin = terms.size();  // n = 3: the singles
-  // n = 3: the pairs are interpolated with the triples wherever the triples are (evaluate), so
-  // they are built only when a pass enumerates them (a sixth of a peaked (100, 3) plan otherwise).
-  objective.pairs_deferred = n == 3 && interpolable;
-  for (int size = 2; size <= n - 1 && !objective.pairs_deferred; ++size) objective.append_stored_terms(size);
-  objective.pair_weights = pair_weights(member_mass, n, bases);
+  // Sizes 2..n-1 are built only when a pass enumerates them (LaplaceSums takes them otherwise).
+  objective.stored_deferred = summable;
+  for (int size = 2; size <= n - 1 && !objective.stored_deferred; ++size) objective.append_stored_terms(size);
   return true;
 }
 
@@ -322,7 +289,8 @@ class GlobalResolutionPlan {
   // inputs by the factor 1 / (1 - S), a Newton iteration; leaving i out of its own partners keeps
   // a dominant token's start finite.) When S >= 1 the mean field has no finite level: 1 + k s = 1,
   // and ConvexObjective::level_shift takes over. Clamped to [-30, 30]; tokens whose m_i cannot
-  // cover p(i) start at the upper end. The outer problem starts at 0 (its gauge makes any
+  // cover p(i) start 5 above the others (at 30, a barely uncovered token of a flat input sent
+  // Newton's iterates on a long crawl along it before the cold restart: V = 32000, n = 2). The outer problem starts at 0 (its gauge makes any
   // constant equivalent).
   Eigen::VectorXd warm_start(const std::vector<double>& member_mass, double base, const std::vector<double>& targets,
                              bool slack) const {
@@ -342,8 +310,11 @@ class GlobalResolutionPlan {
       S += k * member_mass[i] * odds[i];
     }
     const double level = S < 1.0 ? 1.0 / (1.0 - S) : 1.0;  // 1 + k s
+    double highest = -30.0;
     for (int i = 0; i < m; ++i)
-      start[i] = odds[i] >= 0.0 ? std::clamp(std::log(odds[i] * level), -30.0, 30.0) : 30.0;
+      if (odds[i] >= 0.0) highest = std::max(highest, start[i] = std::clamp(std::log(odds[i] * level), -30.0, 30.0));
+    for (int i = 0; i < m; ++i)
+      if (odds[i] < 0.0) start[i] = std::min(highest + 5.0, 30.0);
     return start;
   }
 
@@ -470,8 +441,12 @@ class GlobalResolutionPlan {
       return {std::vector<double>(m, 0.0), {}, false};
     }
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
+    // The inner warm start stays where the pair interpolation reaches: from a flat input's start,
+    // one a can crawl towards 600 by 30 per step at every pass dearer (measured: 13 s at
+    // V = 128000, n = 2); the cold restart below then finds the solution in a few steps.
     NewtonReport solved = minimise_newton(objective, warm_start(member_mass, bases[0], targets, slack), report.threshold,
-                                          options_.max_iterations, !slack, workspace);
+                                          options_.max_iterations, !slack, workspace,
+                                          slack ? kFourReciprocalsLimit : kUnshiftedLimit);
     int iterations = solved.iterations;
     if (!solved.converged && !solved.over_budget && slack) {  // a warm start deep in a flat region can stall: restart at 0
       NewtonReport cold = minimise_newton(objective, Eigen::VectorXd::Zero(m), report.threshold,

@@ -1,0 +1,361 @@
+// Every grouped term of the Global Resolution objectives ([GR] Eqs. 12 and 15, grouped as in
+// Appendix K with the EGF weights of spec §2.7), of every size 1..n, summed without enumerating
+// a single subset, through the Laplace transform 1/s = ∫_0^∞ e^{-t s} dt. With s_U = c + X_U
+// (c = 1 with the slack token, 0 without), x = e^a, z_u = e^{-t x_u} and
+// g_u(λ) = e^{q_u λ} - 1, the weights w_U = n! [λ^n] e^{b λ} prod_{u in U} g_u(λ) give
+//   sum_{U ∋ l} w_U e^{-t X_U} = n! [λ^n] e^{b λ} z_l g_l(λ) prod_{u != l} (1 + z_u g_u(λ)),
+// a product over all variables (expand it over the subsets of the others): per t, one pass sums
+// the series log(1 + z_u g_u) (degree n), and a second divides each variable's own factor out.
+// The integral is the trapezoidal rule in u = log t, which converges geometrically for this
+// integrand (analytic in the strip |Im u| < pi / 2, [TW] Theorem 5.1) with a relative error
+// independent of s, on a node range covering every s_U. Every quantity a Newton pass needs is a
+// nonnegative sum of such terms, so the gradient's L1 error is at most relative_error() times
+// the mass it allocates: certified, for any spread of a (the nodes follow log(s_max / s_min)).
+// Not in [GR]: with it, n = 3 and 4 need no stored grouped term at any vocabulary size.
+// [TW]: L. N. Trefethen and J. A. C. Weideman, The exponentially convergent trapezoidal rule,
+// SIAM Review 56 (2014).
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <Eigen/Dense>
+
+namespace multidraft {
+
+// e^{-r} for r >= 0 in a form loops vectorise (std::exp does not, short of -ffast-math): r = k
+// log 2 - f with |f| <= log(2) / 2, e^{-f} by its Taylor series to degree 13 (the rest is below
+// 1e-17 relative), 2^{-k} by the exponent bits. r is clamped to 708 (e^{-708} ~ 3e-308, a
+// normal number): within a few ulps of std::exp below that.
+inline double exp_negative(double r) {
+  constexpr double kLog2e = 1.4426950408889634, kLn2High = 6.93147180369123816490e-01,
+                   kLn2Low = 1.90821492927058770002e-10, kShifter = 6755399441055744.0;  // 1.5 * 2^52
+  r = std::min(r, 708.0);
+  const double shifted = r * kLog2e + kShifter;  // rounds r / log 2 to the integer k in the low bits
+  const double k = shifted - kShifter;
+  const double f = (k * kLn2High - r) + k * kLn2Low;  // -r + k log 2, |f| <= 0.35
+  double series = 1.0 / 6227020800.0;                 // 1 / 13!
+  double inverse_factorial = 1.0 / 6227020800.0;
+  for (int d = 13; d >= 1; --d) {
+    inverse_factorial *= d;  // 1 / (d - 1)!
+    series = series * f + inverse_factorial;
+  }
+  std::uint64_t bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  const std::uint64_t scale_bits = (1023ULL - (bits & 0x7ffULL)) << 52;  // 2^{-k}, 0 <= k <= 1022
+  double scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return series * scale;
+}
+
+class LaplaceSums {
+ public:
+  static constexpr int kMaxSize = 6;           // n handled (compile-time series lengths)
+  static constexpr double kStep = 1.0 / 3.0;   // h, in units of log t
+  static constexpr double kLowTail = 1e-11;    // t_min s_max: the rule's tail below t_min, relative
+  static constexpr double kHighTail = 36.0;    // t_max s_min: above t_max, relative <= 2 h 36^2 e^{-36}
+
+  static bool handles(int n) { return n >= 2 && n <= kMaxSize; }
+  // Nodes for terms with s in [s_min, s_max], log_ratio = log(s_max / s_min).
+  static int nodes_for(double log_ratio) {
+    return static_cast<int>(std::ceil((log_ratio + std::log(kHighTail / kLowTail)) / kStep)) + 1;
+  }
+  // Worth it against enumerating `terms` grouped terms (about 2 ns each, full_subsets.hpp): a
+  // node costs about 10 ns per variable (both passes, n = 4, measured on an AMD EPYC).
+  static bool pays(int m, double log_ratio, double terms) {
+    return 10.0 * nodes_for(log_ratio) * static_cast<double>(m) < 2.0 * terms;
+  }
+
+  // Bound on |rule - 1/s^p| s^p for every s in [s_min, s_max] (p = 1: gradients, p = 2: the
+  // Hessian's second part). [TW] Theorem 5.1: the integrand f(u) = e^{p u} e^{-s e^u} is analytic
+  // in |Im u| < pi / 2 with ∫|f(u + i y)| du = Gamma(p) / (s cos y)^p, so the infinite rule errs by
+  // at most 2 / (cos(d)^p (e^{2 pi d / h} - 1)) relative, for any d < pi / 2 (minimised here).
+  // Truncation: below t_min the terms sum to at most t_min^p s^p... <= kLowTail^p relative; above
+  // t_max they fall faster than geometrically from 36^p e^{-36}. Plus 1e-13 for rounding.
+  static double relative_error(int p) {
+    double best = 1.0;
+    for (double delta = 1e-3; delta < 1.5; delta += 1e-3) {
+      const double d = M_PI / 2 - delta;
+      best = std::min(best, 2.0 / (std::pow(std::cos(d), p) * std::expm1(2.0 * M_PI * d / kStep)));
+    }
+    return best + std::pow(kLowTail, p) + 2.0 * kStep * std::pow(kHighTail, p) * std::exp(-kHighTail) + 1e-13;
+  }
+
+  // Adds every term's contribution to the gradient (sum_{U ∋ l} w_U x_l / s_U) and the Hessian
+  // diagonal (sum_{U ∋ l} w_U x_l (c + X_{U \ l}) / s_U^2, summed as such: a share near 1 leaves
+  // no difference to cancel; X_{U \ l} is the first-order part of the dual product of
+  // hessian_times with v = 1) at x = e^a, weights w_U with base
+  // bases[0]; returns the accepted mass sum_U w'_U X_U / s_U with base bases[1] (bases[0] when
+  // there is one base).
+  double evaluate(const Eigen::VectorXd& x, const std::vector<double>& q, int n, const std::vector<double>& bases,
+                  double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
+    switch (n) {
+      case 2: return evaluate_sized<2>(x, q, bases, c, gradient, diagonal);
+      case 3: return evaluate_sized<3>(x, q, bases, c, gradient, diagonal);
+      case 4: return evaluate_sized<4>(x, q, bases, c, gradient, diagonal);
+      case 5: return evaluate_sized<5>(x, q, bases, c, gradient, diagonal);
+      default: return evaluate_sized<6>(x, q, bases, c, gradient, diagonal);
+    }
+  }
+
+  // out += (the terms' Hessian) v at the point of the last evaluate: out_l += v_l diagonal_l -
+  // sum_{U ∋ l} w_U x_l (sum_{i in U \ l} x_i v_i) / s_U^2. The inner sum is the first-order part
+  // in mu of the same product with z_u (1 + mu t x_u v_u) for z_u (a dual number). That part
+  // takes every kProductStride-th node (step 2 h: about 1e-4 relative, relative_error at that
+  // step): conjugate gradients need a direction, not certified digits, and the products are most
+  // of a Newton iteration's work (measured: flat V = 32000, n = 3).
+  static constexpr int kProductStride = 2;
+  void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+    switch (n_) {
+      case 2: return hessian_times_sized<2>(v, out);
+      case 3: return hessian_times_sized<3>(v, out);
+      case 4: return hessian_times_sized<4>(v, out);
+      case 5: return hessian_times_sized<5>(v, out);
+      default: return hessian_times_sized<6>(v, out);
+    }
+  }
+
+  // Bound on the L1 error of the gradient the last evaluate added (and of its accepted mass).
+  double gradient_error() const { return gradient_error_; }
+
+ private:
+  // The node range for the last point: t_j = e^{u_0 + j h}.
+  void place_nodes(const Eigen::VectorXd& x, double c) {
+    const double s_min = c + x.minCoeff(), s_max = c + n_ * x.maxCoeff();
+    u0_ = std::log(kLowTail / s_max);
+    nodes_ = nodes_for(std::log(s_max / s_min));
+  }
+
+  // One pass of log(1 + z_u g_u) summed over u (series degrees 1..N) at t, and of r_u D_u with
+  // D_u = 1 - 1 / (1 + z_u g_u) (degrees 1..N-1); stores r_u = t x_u and z_u = e^{-r_u} for the
+  // second pass.
+  template <int N>
+  void log_product(double t, std::array<double, N + 1>& L, std::array<double, N>& S) {
+    const int m = m_;
+    const double* __restrict xs = x_.data();
+    const double* __restrict powers = powers_.data();  // [d][u] = q_u^d / d!
+    double* __restrict rs = r_.data();
+    double* __restrict zs = z_.data();
+    terms_.resize(static_cast<std::size_t>(2 * N) * m);
+    double* __restrict terms = terms_.data();  // per-variable terms, summed after the loop
+#pragma omp simd
+    for (int u = 0; u < m; ++u) {
+      const double r = std::min(t * xs[u], 708.0);
+      const double z = exp_negative(r);
+      rs[u] = r;
+      zs[u] = z;
+      double phi[N + 1], ell[N + 1], inverse[N];
+#pragma GCC unroll 16
+      for (int d = 1; d <= N; ++d) phi[d] = z * powers[(d - 1) * m + u];
+      // log(1 + phi): ell_k = phi_k - (1/k) sum_{i<k} i ell_i phi_{k-i}
+#pragma GCC unroll 16
+      for (int k = 1; k <= N; ++k) {
+        double acc = 0.0;
+#pragma GCC unroll 16
+        for (int i = 1; i < k; ++i) acc += i * ell[i] * phi[k - i];
+        ell[k] = phi[k] - acc / k;
+        terms[(k - 1) * m + u] = ell[k];
+      }
+      inverse[0] = 1.0;  // 1 / (1 + phi) = 1 - D
+#pragma GCC unroll 16
+      for (int k = 1; k < N; ++k) {
+        double acc = 0.0;
+#pragma GCC unroll 16
+        for (int d = 1; d <= k; ++d) acc -= phi[d] * inverse[k - d];
+        inverse[k] = acc;
+        terms[(N + k - 1) * m + u] = -r * acc;
+      }
+    }
+    L[0] = S[0] = 0.0;
+    for (int k = 1; k <= N; ++k) L[k] = row_sum(terms + (k - 1) * m, m);
+    for (int k = 1; k < N; ++k) S[k] = row_sum(terms + (N + k - 1) * m, m);
+  }
+
+  // Loops with array reductions do not vectorise (GCC 12): per-variable terms are stored, then summed.
+  static double row_sum(const double* __restrict row, int m) {
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int u = 0; u < m; ++u) sum += row[u];
+    return sum;
+  }
+
+  // exp of a series with zero constant term, degrees 0..N.
+  template <int N>
+  static void series_exp(const std::array<double, N + 1>& A, double* K) {
+    K[0] = 1.0;
+    for (int k = 1; k <= N; ++k) {
+      double acc = 0.0;
+      for (int i = 1; i <= k; ++i) acc += i * A[i] * K[k - i];
+      K[k] = acc / k;
+    }
+  }
+
+  template <int N>
+  double evaluate_sized(const Eigen::VectorXd& x, const std::vector<double>& q, const std::vector<double>& bases,
+                        double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
+    const int m = static_cast<int>(x.size());
+    m_ = m, n_ = N, c_ = c;
+    x_ = x;
+    powers_.resize(static_cast<std::size_t>(N) * m);
+    for (int u = 0; u < m; ++u) {
+      double power = 1.0;
+      for (int d = 1; d <= N; ++d) powers_[(d - 1) * m + u] = power *= q[u] / d;
+    }
+    double n_factorial = 1.0;
+    for (int d = 2; d <= N; ++d) n_factorial *= d;
+    r_.resize(m);
+    z_.resize(m);
+    first_.setZero(m);
+    diagonal_.setZero(m);
+    place_nodes(x, c);
+    products_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
+    const bool two_bases = bases.size() > 1;
+    double accepted = 0.0, allocated = 0.0;
+    for (int j = 0; j < nodes_; ++j) {
+      const double t = std::exp(u0_ + j * kStep), weight = kStep * std::exp(-t * c);
+      std::array<double, N + 1> L, A;
+      std::array<double, N> S;
+      log_product<N>(t, L, S);
+      A = L;
+      A[1] += bases[0];
+      double* K = &products_[static_cast<std::size_t>(j) * (N + 1)];  // e^{b λ} prod_u (1 + z_u g_u)
+      series_exp<N>(A, K);
+      double K_accepted[N + 1];
+      A[1] += (two_bases ? bases[1] : bases[0]) - bases[0];
+      series_exp<N>(A, K_accepted);
+      if (weight == 0.0) continue;
+      const double* __restrict powers = powers_.data();
+      const double* __restrict rs = r_.data();
+      const double* __restrict zs = z_.data();
+      double* __restrict first = first_.data();
+      double* __restrict curvature = diagonal_.data();
+      const double tc = t * c;
+      double accepted_sum = 0.0;
+#pragma omp simd reduction(+ : accepted_sum)
+      for (int l = 0; l < m; ++l) {
+        const double z = zs[l], r = rs[l];
+        double M[N], Ma[N], inverse[N], E[N];  // K / (1 + z_l g_l), degrees 0..N-1, for both bases
+        M[0] = Ma[0] = inverse[0] = 1.0;
+        E[0] = 0.0;
+#pragma GCC unroll 16
+        for (int k = 1; k < N; ++k) {
+          double acc = K[k], acc_a = K_accepted[k], acc_i = 0.0;
+#pragma GCC unroll 16
+          for (int d = 1; d <= k; ++d) {
+            const double phi = z * powers[(d - 1) * m + l];
+            acc -= phi * M[k - d];
+            acc_a -= phi * Ma[k - d];
+            acc_i -= phi * inverse[k - d];
+          }
+          M[k] = acc, Ma[k] = acc_a, inverse[k] = acc_i;
+          E[k] = S[k] + r * acc_i;  // sum over u != l of r_u D_u
+        }
+        double G = 0.0, Ga = 0.0, H = 0.0;  // sum_{U ∋ l} w_U e^{-t X_U} (t X_{U \ l}) / z_l for H
+#pragma GCC unroll 16
+        for (int d = 1; d <= N; ++d) {
+          G += powers[(d - 1) * m + l] * M[N - d];
+          Ga += powers[(d - 1) * m + l] * Ma[N - d];
+          double F = 0.0;
+#pragma GCC unroll 16
+          for (int i = 1; i <= N - d; ++i) F += E[i] * M[N - d - i];
+          H += powers[(d - 1) * m + l] * F;
+        }
+        const double share = weight * n_factorial * r * z;  // h t x_l e^{-t c} e^{-t x_l}
+        first[l] += share * G;
+        curvature[l] += share * (tc * G + H);  // x_l (c + X_{U \ l}) / s_U^2: no cancellation
+        accepted_sum += share * Ga;
+      }
+      accepted += accepted_sum;
+    }
+    for (int l = 0; l < m; ++l) {
+      gradient[l] += first_[l];
+      diagonal[l] += diagonal_[l];
+      allocated += std::abs(first_[l]);
+    }
+    static const double eps = relative_error(1);
+    gradient_error_ = eps / (1.0 - eps) * std::max(allocated, std::abs(accepted));
+    return accepted;
+  }
+
+  template <int N>
+  void hessian_times_sized(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+    const int m = m_;
+    double n_factorial = 1.0;
+    for (int d = 2; d <= N; ++d) n_factorial *= d;
+    for (int l = 0; l < m; ++l) out[l] += v[l] * diagonal_[l];
+    std::vector<double> rs(m), zs(m), moved(static_cast<std::size_t>(N) * m);  // r_u, z_u, r_u v_u D_u
+    const double* __restrict xs = x_.data();
+    const double* __restrict vs = v.data();
+    const double* __restrict powers = powers_.data();
+    double* __restrict product = out.data();
+    for (int j = 0; j < nodes_; j += kProductStride) {
+      const double t = std::exp(u0_ + j * kStep), weight = kProductStride * kStep * std::exp(-t * c_);
+      if (weight == 0.0) continue;
+      // Lr = sum_u r_u v_u D_u, D_u = 1 - 1 / (1 + z_u g_u) (degrees 1..N-1)
+      double* __restrict r_out = rs.data();
+      double* __restrict z_out = zs.data();
+      double* __restrict terms = moved.data();
+#pragma omp simd
+      for (int u = 0; u < m; ++u) {
+        const double r = std::min(t * xs[u], 708.0);
+        const double z = exp_negative(r);
+        r_out[u] = r;
+        z_out[u] = z;
+        double inverse[N];
+        inverse[0] = 1.0;
+#pragma GCC unroll 16
+        for (int k = 1; k < N; ++k) {
+          double acc = 0.0;
+#pragma GCC unroll 16
+          for (int d = 1; d <= k; ++d) acc -= z * powers[(d - 1) * m + u] * inverse[k - d];
+          inverse[k] = acc;
+          terms[(k - 1) * m + u] = -r * vs[u] * acc;
+        }
+      }
+      double sums[N];
+      for (int k = 1; k < N; ++k) sums[k] = row_sum(terms + (k - 1) * m, m);
+      const double* K = &products_[static_cast<std::size_t>(j) * (N + 1)];
+#pragma omp simd
+      for (int l = 0; l < m; ++l) {
+        const double z = z_out[l], r = r_out[l], moved_l = r * vs[l];
+        double M[N], inverse[N], E[N];
+        M[0] = inverse[0] = 1.0;
+        E[0] = 0.0;
+#pragma GCC unroll 16
+        for (int k = 1; k < N; ++k) {
+          double acc = K[k], acc_i = 0.0;
+#pragma GCC unroll 16
+          for (int d = 1; d <= k; ++d) {
+            const double phi = z * powers[(d - 1) * m + l];
+            acc -= phi * M[k - d];
+            acc_i -= phi * inverse[k - d];
+          }
+          M[k] = acc, inverse[k] = acc_i;
+          E[k] = sums[k] + moved_l * acc_i;  // Lr minus l's own r v D_l (D_l = -inverse)
+        }
+        double H = 0.0;  // sum_d q^d / d! (M * E)_{N-d}
+#pragma GCC unroll 16
+        for (int d = 1; d < N; ++d) {
+          double F = 0.0;
+#pragma GCC unroll 16
+          for (int i = 1; i <= N - d; ++i) F += E[i] * M[N - d - i];
+          H += powers[(d - 1) * m + l] * F;
+        }
+        product[l] -= weight * n_factorial * r * z * H;
+      }
+    }
+  }
+
+  int m_ = 0, n_ = 2, nodes_ = 0;
+  double c_ = 0.0, u0_ = 0.0;
+  Eigen::VectorXd x_, first_, diagonal_;  // per variable: sum_U w x / s, sum_U w x (s - x) / s^2 (rule)
+  std::vector<double> powers_, r_, z_;  // q^d / d! ([d - 1][u]); t x and e^{-t x} at one node
+  std::vector<double> terms_;           // the log pass's per-variable terms (2 n rows)
+  std::vector<double> products_;        // per node, e^{b λ} prod_u (1 + z_u g_u), degrees 0..n
+  double gradient_error_ = 0.0;
+};
+
+}  // namespace multidraft
