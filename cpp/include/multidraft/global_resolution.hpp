@@ -104,6 +104,49 @@ inline PairWeights pair_weights(const std::vector<double>& q, int n, const std::
   return weights;
 }
 
+// The single terms {u} (n >= 2) in closed form: n! [x^n] e^{b x} (e^{q_u x} - 1)
+// = sum_{j<n} n! (b^j / j!) (q_u^{n-j} / (n-j)!), the sum ConvexObjective::append_stored_terms'
+// subset search forms (a positive sum, no cancellation), without the search's per-subset set-up:
+// flat drafts keep ~1000 singles per plan. A single is stored when a base gives it a positive weight.
+inline void append_single_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
+                                GroupedTerms& terms) {
+  const int m = static_cast<int>(member_mass.size()), B = static_cast<int>(bases.size());
+  double n_factorial = 1.0;
+  for (int d = 2; d <= n; ++d) n_factorial *= d;
+  constexpr int kMaxBases = 2;  // the objective's and the inner acceptance's
+  if (B > kMaxBases) throw std::invalid_argument("internal: at most two EGF bases");
+  double base_coefficients[kMaxBases][kMaxTermSize + 1];  // [base][j] = b^j / j!
+  for (int b = 0; b < B; ++b) exponential_base(bases[b], n, base_coefficients[b]);
+  std::size_t written = terms.size();
+  const std::size_t capacity = written + static_cast<std::size_t>(m);
+  terms.offsets.resize(capacity + 1);
+  terms.members.resize(terms.members.size() + static_cast<std::size_t>(m));
+  terms.weight.resize(capacity);
+  for (auto& w : terms.extra_weight) w.resize(capacity);
+  std::size_t member_end = terms.members.size() - static_cast<std::size_t>(m);
+  double factor[kMaxTermSize + 1], weight[kMaxTermSize + 1];  // q^d / d!; the single's weight per base
+  for (int k = 0; k < m; ++k) {
+    factor[0] = 1.0;
+    for (int d = 1; d <= n; ++d) factor[d] = factor[d - 1] * (member_mass[k] / d);
+    bool positive = false;
+    for (int b = 0; b < B; ++b) {
+      double acc = 0.0;
+      for (int j = 0; j < n; ++j) acc += base_coefficients[b][j] * factor[n - j];
+      weight[b] = acc * n_factorial;
+      positive = positive || weight[b] > 0.0;
+    }
+    if (!positive) continue;
+    terms.members[member_end++] = k;
+    terms.offsets[written + 1] = static_cast<std::int64_t>(member_end);
+    for (int b = 1; b < B; ++b) terms.extra_weight[b - 1][written] = weight[b];
+    terms.weight[written++] = weight[0];
+  }
+  terms.offsets.resize(written + 1);
+  terms.members.resize(member_end);
+  terms.weight.resize(written);
+  for (auto& w : terms.extra_weight) w.resize(written);
+}
+
 // The grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
 // (spec §2.7): the n-subsets implicitly (full_subsets.hpp: weight n! prod q_u for every base), the
 // smaller ones stored (ConvexObjective::append_stored_terms). bases[0] gives the objective's
@@ -131,7 +174,7 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   double mass_T = 0.0;
   for (double q : member_mass) mass_T += q;
   objective.total_weight = std::pow(bases[0] + mass_T, n) - std::pow(bases[0], n);
-  if (n >= 2) objective.append_stored_terms(1);
+  if (n >= 2) append_single_terms(member_mass, n, bases, terms);
   objective.stored_pairs_begin = terms.size();  // n = 3: the singles
   // n = 3: the pairs are interpolated with the triples wherever the triples are (evaluate), so
   // they are built only when a pass enumerates them (a sixth of a peaked (100, 3) plan otherwise).

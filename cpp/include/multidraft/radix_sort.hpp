@@ -24,27 +24,46 @@ inline std::uint64_t decreasing_key(double x) { return ~increasing_key(x); }
 
 // Positions 0 .. count-1 sorted by increasing key(position), ties in increasing position
 // (stable). Small inputs use a comparison sort (the radix passes' histograms cost more there).
+// Only the key bytes that differ between the entries get a pass (token ids: two of eight; the
+// sign and exponent of probabilities of one scale: often one less), and the buffers are a
+// per-thread workspace: the plans sort on every call, a few thousand entries each.
 template <class Key>
 std::vector<int> positions_by_key(int count, Key key) {
   struct Item {
     std::uint64_t key;
     int position;
   };
-  std::vector<Item> items(count), buffer(count);
-  for (int j = 0; j < count; ++j) items[j] = {key(j), j};
+  constexpr int kBits = 8, kBuckets = 1 << kBits, kPasses = (64 + kBits - 1) / kBits;
+  struct Workspace {
+    std::vector<Item> items, buffer;
+    std::vector<std::array<int, kBuckets>> histogram;
+  };
+  thread_local Workspace workspace;
+  std::vector<Item>& items = workspace.items;
+  items.resize(count);
+  std::uint64_t varying = 0;  // the bits in which some key differs from the first
+  for (int j = 0; j < count; ++j) {
+    items[j] = {key(j), j};
+    varying |= items[j].key ^ items[0].key;
+  }
   constexpr int kSmall = 128;
   if (count <= kSmall) {
-    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
+    std::sort(items.begin(), items.end(),
+              [](const Item& a, const Item& b) { return a.key < b.key || (a.key == b.key && a.position < b.position); });
   } else {
-    constexpr int kBits = 8, kBuckets = 1 << kBits, kPasses = (64 + kBits - 1) / kBits;
-    std::vector<std::array<int, kBuckets>> histogram(kPasses);
+    int shifts[kPasses], passes = 0;
+    for (int pass = 0; pass < kPasses; ++pass)
+      if ((varying >> (pass * kBits)) & (kBuckets - 1)) shifts[passes++] = pass * kBits;
+    std::vector<std::array<int, kBuckets>>& histogram = workspace.histogram;
+    histogram.resize(passes);
     for (auto& h : histogram) h.fill(0);
     for (const Item& item : items)
-      for (int pass = 0; pass < kPasses; ++pass) ++histogram[pass][(item.key >> (pass * kBits)) & (kBuckets - 1)];
-    for (int pass = 0; pass < kPasses; ++pass) {
+      for (int pass = 0; pass < passes; ++pass) ++histogram[pass][(item.key >> shifts[pass]) & (kBuckets - 1)];
+    std::vector<Item>& buffer = workspace.buffer;
+    buffer.resize(count);
+    for (int pass = 0; pass < passes; ++pass) {
       std::array<int, kBuckets>& start = histogram[pass];
-      const int shift = pass * kBits;
-      if (start[(items[0].key >> shift) & (kBuckets - 1)] == count) continue;  // one bucket: order unchanged
+      const int shift = shifts[pass];
       std::exclusive_scan(start.begin(), start.end(), start.begin(), 0);
       for (const Item& item : items) buffer[start[(item.key >> shift) & (kBuckets - 1)]++] = item;
       items.swap(buffer);
