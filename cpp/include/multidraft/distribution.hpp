@@ -11,6 +11,19 @@
 
 namespace multidraft {
 
+// A float64 row read in place with its scale (row_scale): entry i of the law is data[i] * scale,
+// the product a normalised copy would hold, computed as it is read instead of written. Plans that
+// take a row as a template parameter read `const double*` (normalised rows) and ScaledRow alike.
+struct ScaledRow {
+  const double* data;
+  double scale = 1.0;
+  double operator[](std::int64_t i) const { return data[i] * scale; }
+};
+
+// The stored entries, for passes that only ask which entries are positive (scale > 0).
+inline const double* stored(const double* row) { return row; }
+inline const double* stored(const ScaledRow& row) { return row.data; }
+
 // A row of V entries `stride` elements apart.
 template <class T>
 struct StridedRow {

@@ -188,7 +188,7 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
 // block^n - (block - R)^n <= tau, where block is the draft mass the truncation error refers to.
 // The error falls as the prefix grows (R only shrinks), so the prefix is found by bisection: a
 // few transcendental calls instead of one per token (flat drafts keep ~1000 tokens).
-inline int minimal_truncation(const std::vector<int>& tokens, const double* q, double block, int n, double tau,
+inline int minimal_truncation(const std::vector<int>& tokens, const ScaledRow& q, double block, int n, double tau,
                               double& error) {
   const int size = static_cast<int>(tokens.size());
   std::vector<double> leftover(size + 1, 0.0);
@@ -212,7 +212,12 @@ inline int minimal_truncation(const std::vector<int>& tokens, const double* q, d
 
 class GlobalResolutionPlan {
  public:
+  // Normalised rows.
   GlobalResolutionPlan(const double* p, const double* q, int V, int n, const GlobalResolutionOptions& options)
+      : GlobalResolutionPlan(ScaledRow{p}, ScaledRow{q}, V, n, options) {}
+
+  // Rows read in place with their scales (distribution.hpp).
+  GlobalResolutionPlan(const ScaledRow& p, const ScaledRow& q, int V, int n, const GlobalResolutionOptions& options)
       : V_(V), n_(n), options_(options) {
     if (!(options.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
     if (n > kMaxTermSize)
@@ -489,7 +494,7 @@ class GlobalResolutionPlan {
   // Builds the grouped terms of one system over `tokens` and minimises it. bases[0] weights the
   // objective; an optional bases[1] accumulates sum_U weight1_U * s_U / (1 + s_U) (inner
   // acceptance) at the solution.
-  SystemSolution solve_system(const std::vector<int>& tokens, const double* q, const std::vector<double>& bases,
+  SystemSolution solve_system(const std::vector<int>& tokens, const ScaledRow& q, const std::vector<double>& bases,
                                    const std::vector<double>& targets, bool slack, SystemReport& report,
                                    double* acceptance) const {
     const int m = static_cast<int>(tokens.size());

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "multidraft/distribution.hpp"
 #include "multidraft/rng.hpp"
 
 namespace multidraft {
@@ -39,17 +40,21 @@ class OutputCorrection {
   // earlier). One V-long array serves both uses: s(y) = p(y) - r(y) >= 0 where r(y) <= p(y) (the
   // residual; y is always kept), else s(y) = p(y) / r(y) - 1 in [-1, 0) (keep probability
   // 1 + s(y); no residual).
+  // p is read in place with its scale (distribution.hpp's ScaledRow).
   template <class CandidateLaw>
-  OutputCorrection(const double* p, int V, CandidateLaw candidate_law) : surplus_(p, p + V) {
+  OutputCorrection(const ScaledRow& p, int V, CandidateLaw candidate_law) : surplus_(V) {
+    const double *in = p.data, scale = p.scale;
+    double* surplus = surplus_.data();
+    double total = 0.0;
+#pragma omp simd reduction(+ : total)
+    for (int y = 0; y < V; ++y) total += surplus[y] = in[y] * scale;
     candidate_law([&](int y, double r) { surplus_[y] = r <= p[y] ? p[y] - r : p[y] / r - 1.0; });
-    double total = 0.0, residual = 0.0;
-    const double* surplus = surplus_.data();
+    double residual = 0.0;
     // max by value: std::max(surplus_[y], 0.0) returns a reference, which compilers have turned
     // into a masked gather from the constant's address (a third of a small plan's time)
-#pragma omp simd reduction(+ : total, residual)
+#pragma omp simd reduction(+ : residual)
     for (int y = 0; y < V; ++y) {
       const double s = surplus[y];
-      total += p[y];
       residual += s > 0.0 ? s : 0.0;
     }
     residual_ = residual;

@@ -16,8 +16,8 @@ namespace multidraft {
 // in the increasing-ratio order and get p_i = 0: removing one from H_j only lowers psi by p(v),
 // so the cumulative minimum moves with psi and p(v) + m_{i+1} - m_i = 0. The pass therefore
 // starts at H* ∪ (outer support), O(k) not O(V).
-inline std::vector<double> outer_row_targets(const double* p, const double* q, int n,
-                                             const std::vector<int>& order, int h) {
+template <class Row>
+std::vector<double> outer_row_targets(const Row& p, const Row& q, int n, const std::vector<int>& order, int h) {
   // v_0 .. v_{K-1}: the outer tokens with q > 0 by increasing q/p.
   const std::vector<int> outer(order.rbegin(), order.rend() - h);
   double PH = 0.0, QH = 0.0;
@@ -75,12 +75,13 @@ struct IidSplit {
   std::vector<double> outer_rows;  // p_i of order[h + j] at j
   std::vector<double> law;
 
-  IidSplit(const double* p, const double* q, int V, int n, bool with_law = true)
-      : order(decreasing_ratio_order(p, q, V)) {
+  template <class Row>
+  IidSplit(const Row& p, const Row& q, int V, int n, bool with_law = true) : order(decreasing_ratio_order(p, q, V)) {
     subset = iid_optimal_subset(p, q, V, n, order, &h);
     outer_rows = outer_row_targets(p, q, n, order, h);
     if (!with_law) return;
-    std::vector<double> residual(p, p + V);
+    std::vector<double> residual(V);
+    for (int i = 0; i < V; ++i) residual[i] = p[i];
     for (int k = 0; k < h; ++k) residual[order[k]] = 0.0;  // inner rows saturate at p on H*
     for (std::size_t j = 0; j < outer_rows.size(); ++j) {
       const int v = order[h + j];

@@ -24,16 +24,18 @@ inline std::uint64_t decreasing_key(double x) { return ~increasing_key(x); }
 
 // Positions 0 .. count-1 sorted by increasing key(position), ties in increasing position
 // (stable). Small inputs use a comparison sort (the radix passes' histograms cost more there).
-// Only the key bytes that differ between the entries get a pass (token ids: two of eight; the
-// sign and exponent of probabilities of one scale: often one less), and the buffers are a
-// per-thread workspace: the plans sort on every call, a few thousand entries each.
+// Only the key bytes that differ between the entries get a pass (token ids: two of eight), and
+// of those only the four most significant at first (doubles: the exponent and ~20 bits of
+// mantissa): an insertion pass then orders the entries those bytes left tied, rarely more than
+// a neighbour apart; when it would move entries far, the remaining passes run instead. The
+// buffers are a per-thread workspace: the plans sort on every call, a few thousand entries each.
 template <class Key>
 std::vector<int> positions_by_key(int count, Key key) {
   struct Item {
     std::uint64_t key;
     int position;
   };
-  constexpr int kBits = 8, kBuckets = 1 << kBits, kPasses = (64 + kBits - 1) / kBits;
+  constexpr int kBits = 8, kBuckets = 1 << kBits, kPasses = (64 + kBits - 1) / kBits, kLeadingPasses = 4;
   struct Workspace {
     std::vector<Item> items, buffer;
     std::vector<std::array<int, kBuckets>> histogram;
@@ -46,27 +48,45 @@ std::vector<int> positions_by_key(int count, Key key) {
     items[j] = {key(j), j};
     varying |= items[j].key ^ items[0].key;
   }
+  auto before = [](const Item& a, const Item& b) { return a.key < b.key || (a.key == b.key && a.position < b.position); };
   constexpr int kSmall = 128;
   if (count <= kSmall) {
-    std::sort(items.begin(), items.end(),
-              [](const Item& a, const Item& b) { return a.key < b.key || (a.key == b.key && a.position < b.position); });
+    std::sort(items.begin(), items.end(), before);
   } else {
     int shifts[kPasses], passes = 0;
     for (int pass = 0; pass < kPasses; ++pass)
       if ((varying >> (pass * kBits)) & (kBuckets - 1)) shifts[passes++] = pass * kBits;
-    std::vector<std::array<int, kBuckets>>& histogram = workspace.histogram;
-    histogram.resize(passes);
-    for (auto& h : histogram) h.fill(0);
-    for (const Item& item : items)
-      for (int pass = 0; pass < passes; ++pass) ++histogram[pass][(item.key >> shifts[pass]) & (kBuckets - 1)];
-    std::vector<Item>& buffer = workspace.buffer;
-    buffer.resize(count);
-    for (int pass = 0; pass < passes; ++pass) {
-      std::array<int, kBuckets>& start = histogram[pass];
-      const int shift = shifts[pass];
-      std::exclusive_scan(start.begin(), start.end(), start.begin(), 0);
-      for (const Item& item : items) buffer[start[(item.key >> shift) & (kBuckets - 1)]++] = item;
-      items.swap(buffer);
+    // LSD passes over shifts[first, passes): the entries end sorted by those bytes, stably
+    auto radix = [&](int first) {
+      std::vector<std::array<int, kBuckets>>& histogram = workspace.histogram;
+      histogram.resize(passes - first);
+      for (auto& h : histogram) h.fill(0);
+      for (const Item& item : items)
+        for (int pass = first; pass < passes; ++pass) ++histogram[pass - first][(item.key >> shifts[pass]) & (kBuckets - 1)];
+      std::vector<Item>& buffer = workspace.buffer;
+      buffer.resize(count);
+      for (int pass = first; pass < passes; ++pass) {
+        std::array<int, kBuckets>& start = histogram[pass - first];
+        const int shift = shifts[pass];
+        std::exclusive_scan(start.begin(), start.end(), start.begin(), 0);
+        for (const Item& item : items) buffer[start[(item.key >> shift) & (kBuckets - 1)]++] = item;
+        items.swap(buffer);
+      }
+    };
+    const int first = std::max(passes - kLeadingPasses, 0);
+    radix(first);
+    if (first > 0) {
+      long moves = 0;
+      for (int i = 1; i < count && moves <= 8L * count; ++i) {
+        const Item current = items[i];
+        int j = i;
+        for (; j > 0 && before(current, items[j - 1]); --j, ++moves) items[j] = items[j - 1];
+        items[j] = current;
+      }
+      if (moves > 8L * count) {  // many ties in the leading bytes: sort by every byte
+        for (int j = 0; j < count; ++j) items[j] = {key(j), j};
+        radix(0);
+      }
     }
   }
   std::vector<int> positions(count);

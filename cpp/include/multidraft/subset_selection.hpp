@@ -12,6 +12,7 @@
 
 #include "multidraft/bits.hpp"
 #include "multidraft/compensated_sum.hpp"
+#include "multidraft/distribution.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/min_cut.hpp"
 #include "multidraft/network_builders.hpp"
@@ -66,8 +67,9 @@ inline std::vector<int> draft_support(const double* q, int V) {
 // Tokens with q > 0 sorted by decreasing q/p (p = 0 counts as +inf), ties by token id. The
 // ratios are keys of a radix sort (radix_sort.hpp): division rounds monotonically, so the order
 // never inverts two ratios, it can only tie ratios within an ulp (which then go by token id).
-inline std::vector<int> decreasing_ratio_order(const double* p, const double* q, int V) {
-  std::vector<int> order = draft_support(q, V);
+template <class Row>
+std::vector<int> decreasing_ratio_order(const Row& p, const Row& q, int V) {
+  std::vector<int> order = draft_support(stored(q), V);
   sort_by_key(order, [&](int t) {
     return decreasing_key(p[t] > 0.0 ? q[t] / p[t] : std::numeric_limits<double>::infinity());
   });
@@ -78,8 +80,9 @@ inline std::vector<int> decreasing_ratio_order(const double* p, const double* q,
 // shortest prefix attaining the minimum (ties within 1e-15 resolved toward it) is H*.
 // For n >= 2 minimisers never split a group of equal ratios, so the tie order is irrelevant.
 // Returns the prefix length h through `prefix_length` when asked (the polymatroid pass needs it).
-inline SubsetSolution iid_optimal_subset(const double* p, const double* q, int V, int n,
-                                         const std::vector<int>& order, int* prefix_length = nullptr) {
+template <class Row>
+SubsetSolution iid_optimal_subset(const Row& p, const Row& q, int V, int n, const std::vector<int>& order,
+                                  int* prefix_length = nullptr) {
   CompensatedSum P, Q;
   double best = 0.0;
   int best_length = 0;
