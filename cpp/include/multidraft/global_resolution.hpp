@@ -252,6 +252,7 @@ class GlobalResolutionPlan {
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
     token_class_ = std::move(split.subset.in_H);  // kOuter / kInner; Z marked below
     std::vector<int> inner_tokens;
+    inner_tokens.reserve(split.h);
     double mass_Z = 0.0;
     for (int k = 0; k < split.h; ++k) {
       const int t = split.order[k];
@@ -282,6 +283,7 @@ class GlobalResolutionPlan {
     const SystemSolution inner = solve_system(
         inner_tokens, q, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets, true, inner_, &inner_acceptance);
 
+    truncated_.reserve(outer_size + inner_size);
     if (!options.exact) {
       for (int k = 0; k < outer_size; ++k) truncated_.push_back({outer_tokens[k], outer.alpha[k], 0.0});
       for (int k = 0; k < inner_size; ++k) truncated_.push_back({inner_tokens[k], inner.alpha[k], 0.0});

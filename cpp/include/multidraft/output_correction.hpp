@@ -10,7 +10,7 @@
 // [GR]'s near-optimal plan exactly lossless; not in [GR] itself.
 #pragma once
 #include <algorithm>
-#include <vector>
+#include <memory>
 
 #include "multidraft/distribution.hpp"
 #include "multidraft/rng.hpp"
@@ -42,9 +42,9 @@ class OutputCorrection {
   // 1 + s(y); no residual).
   // p is read in place with its scale (distribution.hpp's ScaledRow).
   template <class CandidateLaw>
-  OutputCorrection(const ScaledRow& p, int V, CandidateLaw candidate_law) : surplus_(V) {
+  OutputCorrection(const ScaledRow& p, int V, CandidateLaw candidate_law) : V_(V), surplus_(new double[V]) {
     const double *in = p.data, scale = p.scale;
-    double* surplus = surplus_.data();
+    double* surplus = surplus_.get();  // uninitialised: the first pass writes every entry
     double total = 0.0;
 #pragma omp simd reduction(+ : total)
     for (int y = 0; y < V; ++y) total += surplus[y] = in[y] * scale;
@@ -68,13 +68,13 @@ class OutputCorrection {
 
   // The output law given one tuple's candidates.
   void write_law(const Candidates& c, double* out) const {
-    const int V = static_cast<int>(surplus_.size());
+    const int V = V_;
     double kept_share = 0.0;
     for (int k = 0; k < c.count; ++k) kept_share += c.share[k] * keep_probability(c.token[k]);
     std::fill(out, out + V, 0.0);
     if (residual_ > 0.0) {
       const double scale = std::max(1.0 - kept_share, 0.0) / residual_;
-      const double* surplus = surplus_.data();
+      const double* surplus = surplus_.get();
 #pragma omp simd
       for (int y = 0; y < V; ++y) out[y] = (surplus[y] > 0.0 ? surplus[y] : 0.0) * scale;  // by value, as above
       for (int k = 0; k < c.count; ++k) out[c.token[k]] += c.share[k] * keep_probability(c.token[k]);
@@ -99,7 +99,7 @@ class OutputCorrection {
       u -= kept;
       kept_share += kept;
     }
-    if (residual_ > 0.0) return sample_index(surplus_.data(), static_cast<int>(surplus_.size()), rng);
+    if (residual_ > 0.0) return sample_index(surplus_.get(), V_, rng);
     if (!(kept_share > 0.0)) return c.fallback;
     u = rng.uniform() * kept_share;  // round-off rejection without a residual: as write_law
     for (int k = 0; k < c.count; ++k) {
@@ -111,7 +111,8 @@ class OutputCorrection {
   }
 
  private:
-  std::vector<double> surplus_;
+  int V_ = 0;
+  std::unique_ptr<double[]> surplus_;
   double kept_ = 0.0, residual_ = 0.0;
 };
 
