@@ -25,6 +25,7 @@
 #include "multidraft/global_resolution.hpp"
 #include "multidraft/otlp_plan.hpp"
 #include "multidraft/plan_sampling.hpp"
+#include "multidraft/radix_sort.hpp"
 #include "multidraft/relaxed_network.hpp"
 #include "multidraft/rng.hpp"
 #include "multidraft/row_runs.hpp"
@@ -356,6 +357,16 @@ void bind_testing(py::module_& m) {
       },
       py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
       py::arg("interpolation"));
+
+  // positions_by_key (radix_sort.hpp) over given 64-bit keys, against a stable argsort in tests.
+  t.def(
+      "positions_by_key",
+      [](const py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>& keys) {
+        const std::uint64_t* k = keys.data();
+        const std::vector<int> positions = positions_by_key(static_cast<int>(keys.size()), [k](int j) { return k[j]; });
+        return Ints(static_cast<py::ssize_t>(positions.size()), std::vector<std::int64_t>(positions.begin(), positions.end()).data());
+      },
+      py::arg("keys"));
 
   t.def(
       "global_resolution_plan",
