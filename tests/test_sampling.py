@@ -157,3 +157,23 @@ def test_verifiers_read_float64_rows_in_place_exactly(name):
         assert v.verify(p[0], q[0], drafts[0], seed) == v.verify(strided[0][0], strided[1][0], drafts[0], seed)
     outcomes = [{v.verify(p[b], q[b], drafts[b], seed)[0] for seed in range(20)} for b in range(4)]
     assert max(len(tokens) for tokens in outcomes) > 1, "the seed has no effect"
+
+
+@pytest.mark.parametrize("plan_method", PLAN_METHODS + [("global_resolution", {}), ("global_resolution", {"exact": False})],
+                         ids=lambda m: "-".join([m[0], *(f"{k}={v}" for k, v in m[1].items())]))
+def test_plans_refuse_a_draft_of_probability_zero(plan_method):
+    """Every plan's transport and sample refuse a tuple with a draft of q = 0 with the core's one
+    message (the core plans check in C++; the Python LP plan through the draft scheme)."""
+    method, extra = plan_method
+    rng = np.random.default_rng(3)
+    p, q = dirichlet(rng, 12, 1.0), dirichlet(rng, 12, 1.0)
+    q[[2, 7]] = 0.0
+    q /= q.sum()
+    plan = md.solve_otlp(p, q, 2, method=method, **extra)
+    message = r"'drafts' has probability zero under the draft scheme \(q = 0 at a draft\)"
+    for drafts in ([0, 7], [2, 2]):
+        with pytest.raises(ValueError, match=message):
+            plan.transport(drafts)
+        with pytest.raises(ValueError, match=message):
+            plan.sample(drafts, 0)
+    plan.transport([0, 1])

@@ -173,7 +173,7 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   // sum over U != {} of n! [x^n] e^{b x} prod_U (e^{q_u x} - 1) = n! [x^n] e^{b x} (e^{Q_T x} - 1)
   double mass_T = 0.0;
   for (double q : member_mass) mass_T += q;
-  objective.total_weight = std::pow(bases[0] + mass_T, n) - std::pow(bases[0], n);
+  objective.total_weight = integer_power(bases[0] + mass_T, n) - integer_power(bases[0], n);
   if (n >= 2) append_single_terms(member_mass, n, bases, terms);
   objective.stored_pairs_begin = terms.size();  // n = 3: the singles
   // n = 3: the pairs are interpolated with the triples wherever the triples are (evaluate), so
@@ -195,7 +195,7 @@ inline int minimal_truncation(const std::vector<int>& tokens, const ScaledRow& q
   for (int k = size - 1; k >= 0; --k) leftover[k] = leftover[k + 1] + q[tokens[k]];
   // block^n (1 - (1 - R/block)^n), by expm1/log1p: exact for tiny R (spec §2.8)
   auto error_at = [&](int k) {
-    return block > 0.0 ? -std::pow(block, n) * std::expm1(n * std::log1p(-std::min(leftover[k] / block, 1.0))) : 0.0;
+    return block > 0.0 ? -integer_power(block, n) * std::expm1(n * std::log1p(-std::min(leftover[k] / block, 1.0))) : 0.0;
   };
   int low = 0, high = size;  // error_at(size) = 0 <= tau
   while (low < high) {
@@ -250,7 +250,9 @@ class GlobalResolutionPlan {
 
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
-    token_class_ = std::move(split.subset.in_H);  // kOuter / kInner; Z marked below
+    token_class_.assign(V, kOffSupport);  // kOuter / kInner on the draft support; Z marked below
+    for (std::size_t k = 0; k < split.order.size(); ++k)
+      token_class_[split.order[k]] = k < static_cast<std::size_t>(split.h) ? kInner : kOuter;
     std::vector<int> inner_tokens;
     inner_tokens.reserve(split.h);
     double mass_Z = 0.0;
@@ -265,9 +267,9 @@ class GlobalResolutionPlan {
     }
     sort_by_key(inner_tokens, [&](int t) { return decreasing_key(q[t]); });
     int inner_size = minimal_truncation(inner_tokens, q, mass_H, n, options.tau, inner_.truncation_error);
-    if (std::pow(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
+    if (integer_power(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
       inner_size = 0;
-      inner_.truncation_error = std::pow(mass_H, n);
+      inner_.truncation_error = integer_power(mass_H, n);
     }
     inner_tokens.resize(inner_size);
     inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
@@ -289,7 +291,7 @@ class GlobalResolutionPlan {
       for (int k = 0; k < inner_size; ++k) truncated_.push_back({inner_tokens[k], inner.alpha[k], 0.0});
       sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
       rejection_law_ = std::move(split.law);
-      alpha_ = std::clamp(std::pow(q_total, n) - std::pow(mass_H, n) + inner_acceptance, 0.0, 1.0);
+      alpha_ = std::clamp(integer_power(q_total, n) - integer_power(mass_H, n) + inner_acceptance, 0.0, 1.0);
       return;
     }
     // Exact plan: T is kept only where the rows are known; the candidate law r (see the header).
@@ -306,7 +308,7 @@ class GlobalResolutionPlan {
     // A system without rows has an empty T: its truncation error is that of the empty set.
     auto untruncated = [&](SystemReport& report, double block, double base) {
       report.truncation_size = 0;
-      report.truncation_error = std::max(std::pow(block, n) - std::pow(base, n), 0.0);
+      report.truncation_error = std::max(integer_power(block, n) - integer_power(base, n), 0.0);
       report.gradient_l1 = 0.0;
     };
     if (!outer.rows_known) untruncated(outer_, q_total, mass_H);
@@ -345,7 +347,10 @@ class GlobalResolutionPlan {
   double l1_bound() const { return outer_.deviation_bound() + 2.0 * inner_.deviation_bound(); }
   double acceptance_bound() const { return outer_.deviation_bound() + inner_.deviation_bound(); }
 
+  // transport and sample refuse tuples with a draft of q = 0 (check_drawable's i.i.d. check: the
+  // plan keeps no q, its token classes tell the draft support).
   void transport(const int* drafts, double* out) const {
+    check_drafts(drafts);
     if (options_.exact) {
       correction_.write_law(candidates(drafts), out);
       return;
@@ -355,6 +360,7 @@ class GlobalResolutionPlan {
 
   // One verified token: no V-long work for the exact plan unless the candidate is rejected.
   int sample(const int* drafts, Rng& rng) const {
+    check_drafts(drafts);
     if (options_.exact) return correction_.sample(candidates(drafts), rng);
     std::vector<double> law(V_);
     raw_transport(drafts, law.data());
@@ -397,7 +403,13 @@ class GlobalResolutionPlan {
     return start;
   }
 
-  enum TokenClass : char { kOuter = 0, kInner = 1, kZ = 2 };  // V \ H*, H* with p > 0, H* with p = 0
+  // V \ H* and H* with p > 0 on the draft support, H* with p = 0, tokens that no draft takes
+  enum TokenClass : char { kOuter = 0, kInner = 1, kZ = 2, kOffSupport = 3 };
+
+  void check_drafts(const int* drafts) const {
+    for (int j = 0; j < n_; ++j)
+      if (token_class_[drafts[j]] == kOffSupport) refuse_drafts("q = 0 at a draft");
+  }
 
   struct TruncatedToken {
     int token;
@@ -415,7 +427,7 @@ class GlobalResolutionPlan {
   // sum_{k<n} s^k Q^{n-1-k}: a tuple of n draws from a block of mass Q whose first draw outside
   // a part of mass s is a given token y has probability q(y) times this.
   double first_draft_factor(double s, double Q) const {
-    double factor = 0.0, s_power = 1.0, Q_power = std::pow(Q, n_ - 1);
+    double factor = 0.0, s_power = 1.0, Q_power = integer_power(Q, n_ - 1);
     for (int k = 0; k < n_; ++k) {
       factor += s_power * Q_power;
       s_power *= s;

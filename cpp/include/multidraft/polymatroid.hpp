@@ -44,17 +44,6 @@ std::vector<double> outer_row_targets(const Row& p, const Row& q, int n, const s
   return targets;
 }
 
-// Scales residual masses to a law in place; empty when no residual mass is left (alpha = 1).
-inline std::vector<double> normalised_law(std::vector<double> residual) {
-  double total = 0.0;
-#pragma omp simd reduction(+ : total)  // O(V) on every plan: keep it one vectorised pass
-  for (std::size_t i = 0; i < residual.size(); ++i) total += residual[i];
-  if (!(total > 0.0)) return {};
-  const double scale = 1.0 / total;  // within an ulp of dividing, at a fraction of the cost
-  for (double& x : residual) x *= scale;
-  return residual;
-}
-
 // Normalised rejection law (p - rows)^+ / sum.
 inline std::vector<double> residual_law(const double* p, const double* rows, int V) {
   std::vector<double> residual(V);

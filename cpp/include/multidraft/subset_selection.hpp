@@ -35,35 +35,6 @@ inline double integer_power(double x, int n) {
   return result;
 }
 
-// The tokens with q > 0, in increasing id. A block of 16 without one is skipped after a vector
-// maximum (a draft top-k leaves most of them empty; a maximum of doubles vectorises on every
-// x86-64 level); a block with one gets a bit mask of its kept tokens, walked bit by bit, not a
-// branch per token, which would be mispredicted at nearly every kept token.
-inline std::vector<int> draft_support(const double* q, int V) {
-  constexpr int kBlock = 16;
-  std::vector<int> support(kBlock);
-  int count = 0;
-  for (int begin = 0; begin < V; begin += kBlock) {
-    const double* x = q + begin;
-    const int size = std::min(V - begin, kBlock);
-    double largest = 0.0;
-    unsigned mask = 0;
-    if (size == kBlock) {  // a fixed trip count: both loops stay vector code where inlined
-#pragma omp simd reduction(max : largest)
-      for (int j = 0; j < kBlock; ++j) largest = x[j] > largest ? x[j] : largest;
-      if (!(largest > 0.0)) continue;
-#pragma omp simd reduction(| : mask)
-      for (int j = 0; j < kBlock; ++j) mask |= static_cast<unsigned>(x[j] > 0.0) << j;
-    } else {
-      for (int j = 0; j < size; ++j) mask |= static_cast<unsigned>(x[j] > 0.0) << j;
-    }
-    if (count + kBlock > static_cast<int>(support.size())) support.resize(2 * support.size());
-    for (; mask != 0; mask &= mask - 1) support[count++] = begin + lowest_set_bit(mask);
-  }
-  support.resize(count);
-  return support;
-}
-
 // Tokens with q > 0 sorted by decreasing q/p (p = 0 counts as +inf), ties by token id. The
 // ratios are keys of a radix sort (radix_sort.hpp): division rounds monotonically, so the order
 // never inverts two ratios, it can only tie ratios within an ulp (which then go by token id).
