@@ -212,13 +212,26 @@ inline int minimal_truncation(const std::vector<int>& tokens, const ScaledRow& q
 
 class GlobalResolutionPlan {
  public:
-  // Normalised rows.
+  // Normalised rows. The plan keeps a copy of p, which its output correction reads when it
+  // samples; the plans of a batched call read the caller's rows in place instead (below).
   GlobalResolutionPlan(const double* p, const double* q, int V, int n, const GlobalResolutionOptions& options)
-      : GlobalResolutionPlan(ScaledRow{p}, ScaledRow{q}, V, n, options) {}
+      : V_(V), n_(n), options_(options), own_p_(p, p + V) {
+    build(ScaledRow{own_p_.data()}, ScaledRow{q});
+  }
 
-  // Rows read in place with their scales (distribution.hpp).
+  // Rows read in place with their scales (distribution.hpp); p must outlive the plan.
   GlobalResolutionPlan(const ScaledRow& p, const ScaledRow& q, int V, int n, const GlobalResolutionOptions& options)
       : V_(V), n_(n), options_(options) {
+    build(p, q);
+  }
+
+  GlobalResolutionPlan(const GlobalResolutionPlan&) = delete;  // the correction views own_p_
+  GlobalResolutionPlan& operator=(const GlobalResolutionPlan&) = delete;
+
+ private:
+  void build(const ScaledRow& p, const ScaledRow& q) {
+    const int V = V_, n = n_;
+    const GlobalResolutionOptions& options = options_;
     if (!(options.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
     if (n > kMaxTermSize)
       throw std::invalid_argument("'n' must be <= " + std::to_string(kMaxTermSize) + " for Global Resolution");
@@ -319,14 +332,21 @@ class GlobalResolutionPlan {
     const double first_outer = first_draft_factor(q_total - outer_rest, q_total);
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
     correction_ = OutputCorrection(p, V, [&](auto&& propose) {
-      for (const int t : split.order)  // the first-draft law; r = 0 off the draft support and on Z
-        if (token_class_[t] != kZ) propose(t, q[t] * (token_class_[t] == kOuter ? first_outer : first_inner));
-      for (const TruncatedToken& x : truncated_) propose(x.token, std::max(x.row, 0.0));
+      auto x = truncated_.begin();  // by increasing id, as the support
+      for (const int t : split.support) {  // r = 0 off the draft support and on Z
+        if (token_class_[t] == kZ) continue;
+        if (x != truncated_.end() && x->token == t) {  // the system's row on T
+          propose(t, std::max((x++)->row, 0.0));
+        } else {  // the first-draft law
+          propose(t, q[t] * (token_class_[t] == kOuter ? first_outer : first_inner));
+        }
+      }
     });
     alpha_ = correction_.kept();
     law_error_bound_ = (outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0);
   }
 
+ public:
   double alpha() const { return alpha_; }
   double alpha_star() const { return alpha_star_; }
   bool exact() const { return options_.exact; }
@@ -559,6 +579,7 @@ class GlobalResolutionPlan {
 
   int V_, n_;
   GlobalResolutionOptions options_;
+  std::vector<double> own_p_;  // p, when the plan was given normalised rows
   SystemReport outer_, inner_;
   double alpha_ = 0.0, alpha_star_ = 0.0;
   std::vector<char> token_class_;  // TokenClass of every token (V long)

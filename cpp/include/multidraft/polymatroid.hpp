@@ -53,11 +53,12 @@ inline std::vector<double> residual_law(const double* p, const double* rows, int
 }
 
 // Everything the complementary-slackness split of i.i.d. drafts knows before any flow or convex
-// solve: the ratio order, H* (its first h tokens), the outer row targets p_i, and the rejection
+// solve: the draft support, its ratio order, H* (its first h tokens), the outer row targets p_i, and the rejection
 // law rho(i) = (p(i) - p_i) / sum_j (p(j) - p_j) on V \ H* (inner rows saturate at p on H*).
 // Only the law is V long: the rows are kept for the outer tokens with q > 0 (p_i = 0 elsewhere).
 // Callers that do not need the law (exact Global Resolution) skip it.
 struct IidSplit {
+  std::vector<int> support;  // the tokens with q > 0, increasing
   std::vector<int> order;
   int h = 0;
   SubsetSolution subset;
@@ -65,7 +66,8 @@ struct IidSplit {
   std::vector<double> law;
 
   template <class Row>
-  IidSplit(const Row& p, const Row& q, int V, int n, bool with_law = true) : order(decreasing_ratio_order(p, q, V)) {
+  IidSplit(const Row& p, const Row& q, int V, int n, bool with_law = true)
+      : support(draft_support(stored(q), V)), order(decreasing_ratio_order(p, q, support)) {
     subset = iid_optimal_subset(p, q, V, n, order, &h);
     outer_rows = outer_row_targets(p, q, n, order, h);
     if (!with_law) return;

@@ -35,12 +35,12 @@ inline double integer_power(double x, int n) {
   return result;
 }
 
-// Tokens with q > 0 sorted by decreasing q/p (p = 0 counts as +inf), ties by token id. The
+// The draft support (draft_support: the tokens with q > 0, increasing) sorted by decreasing q/p
+// (p = 0 counts as +inf), ties by token id. The
 // ratios are keys of a radix sort (radix_sort.hpp): division rounds monotonically, so the order
 // never inverts two ratios, it can only tie ratios within an ulp (which then go by token id).
 template <class Row>
-std::vector<int> decreasing_ratio_order(const Row& p, const Row& q, int V) {
-  std::vector<int> order = draft_support(stored(q), V);
+std::vector<int> decreasing_ratio_order(const Row& p, const Row& q, std::vector<int> order) {
   sort_by_key(order, [&](int t) {
     return decreasing_key(p[t] > 0.0 ? q[t] / p[t] : std::numeric_limits<double>::infinity());
   });
@@ -173,7 +173,7 @@ inline SubsetSolution optimal_subset(const double* p, const DraftScheme& scheme)
   const int V = scheme.vocabulary_size();
   if (scheme.kind() == SchemeKind::iid) {
     const double* q = scheme.row(0);
-    return iid_optimal_subset(p, q, V, scheme.n(), decreasing_ratio_order(p, q, V));
+    return iid_optimal_subset(p, q, V, scheme.n(), decreasing_ratio_order(p, q, draft_support(q, V)));
   }
   if (scheme.kind() == SchemeKind::independent && scheme.n() == 2) return pairwise_optimal_subset(p, scheme);
   return network_optimal_subset(p, scheme);
