@@ -331,7 +331,7 @@ class GlobalResolutionPlan {
     const double inner_rest = std::max(mass_H - mass_Z - inner_T, 0.0);   // Q_Ri
     const double first_outer = first_draft_factor(q_total - outer_rest, q_total);
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
-    correction_ = OutputCorrection(p, V, [&](auto&& propose) {
+    correction_ = OutputCorrection(p, V, split.support.size(), [&](auto&& propose) {
       auto x = truncated_.begin();  // by increasing id, as the support
       for (const int t : split.support) {  // r = 0 off the draft support and on Z
         if (token_class_[t] == kZ) continue;

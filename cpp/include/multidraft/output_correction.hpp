@@ -37,13 +37,16 @@ class OutputCorrection {
 
   // p (V,), read in place with its scale (distribution.hpp's ScaledRow; it must outlive the
   // correction), and the exact candidate law r, which is 0 except at the tokens that
-  // `candidate_law(propose)` passes to propose(y, r(y)), each at most once, by increasing y.
+  // `candidate_law(propose)` passes to propose(y, r(y)), each at most once, by increasing y (at
+  // most `proposals` of them).
   // Only those tokens are stored (O(draft support), no V-long array), each with one number:
   // s(y) = p(y) - r(y) >= 0 where r(y) <= p(y) (the residual; y is always kept), else
   // s(y) = p(y) / r(y) - 1 in [-1, 0) (keep probability 1 + s(y); no residual). Elsewhere the
   // residual is p itself.
   template <class CandidateLaw>
-  OutputCorrection(const ScaledRow& p, int V, CandidateLaw candidate_law) : p_(p), V_(V) {
+  OutputCorrection(const ScaledRow& p, int V, std::size_t proposals, CandidateLaw candidate_law) : p_(p), V_(V) {
+    tokens_.reserve(proposals);
+    surplus_.reserve(proposals);
     double kept = 0.0;
     candidate_law([&](int y, double r) {
       const double py = p[y];
