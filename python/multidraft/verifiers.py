@@ -101,6 +101,9 @@ class Verifier:
         Returns ``(token, accepted)``, or ``((B,) int64, (B,) bool)`` for a batch. Rows run on
         the core's threads (:func:`multidraft.set_num_threads`); a method that can draw its token
         without writing the output law (``"sps"``, ``"naive"``, ``"global_resolution"``) does so.
+        C-contiguous float64 ``p`` and ``q`` are read in place (also by :meth:`transport`), each
+        entry times 1 / its row's sum as it is read: the law p / sum(p) exactly, the very numbers
+        a normalised copy would hold (the core writes one only for the methods whose plans need it).
         """
         scales = [] if self.core_method else None  # as in transport
         p2, q3, n, d, batched = self._inputs(p, q, drafts, scales)
@@ -148,9 +151,7 @@ class SpeculativeSampling(Verifier):
     """``"sps"``: single-draft speculative sampling (Leviathan et al.; Chen et al.).
 
     Accept the draft y with probability min(1, p(y)/q(y)), else sample (p - q)^+ normalised.
-    Optimal for one draft: acceptance sum_i min(p_i, q_i). ``verify`` reads C-contiguous float64
-    inputs in place, each entry times 1 / its row's sum as it is read: the law p / sum(p) exactly,
-    the very numbers a normalised copy would hold, without writing one.
+    Optimal for one draft: acceptance sum_i min(p_i, q_i).
     """
 
     name = "sps"

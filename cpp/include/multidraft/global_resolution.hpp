@@ -238,9 +238,7 @@ class GlobalResolutionPlan {
     static_assert(kMaxTermSize <= Candidates::kMax, "a tuple's candidates must fit Candidates");
     IidSplit split(p, q, V, n, !options.exact);  // the exact plan builds its own residual
     alpha_star_ = split.subset.alpha;
-    double q_total = 0.0, mass_H = 0.0;  // split.order holds every token with q > 0
-    for (std::size_t k = 0; k < split.order.size(); ++k) (k < static_cast<std::size_t>(split.h) ? mass_H : q_total) += q[split.order[k]];
-    q_total += mass_H;
+    const double q_total = split.draft_mass, mass_H = split.draft_mass_H;
     const double slack_threshold = options.paper_threshold ? 0.0 : 3.0;
 
     // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n.

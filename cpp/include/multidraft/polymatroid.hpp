@@ -11,20 +11,18 @@
 
 namespace multidraft {
 
-// order: tokens with q > 0 by decreasing q/p; its first h tokens are H*. Returns p_i for the
-// outer tokens with q > 0, aligned with order[h], order[h + 1], ... Tokens with q = 0 come first
+// order: tokens with q > 0 by decreasing q/p; its first h tokens are H* (H: the subset scan's
+// prefix, with P(H*) and Q(H*)). Returns p_i for the outer tokens with q > 0, aligned with
+// order[h], order[h + 1], ... Tokens with q = 0 come first
 // in the increasing-ratio order and get p_i = 0: removing one from H_j only lowers psi by p(v),
 // so the cumulative minimum moves with psi and p(v) + m_{i+1} - m_i = 0. The pass therefore
 // starts at H* ∪ (outer support), O(k) not O(V).
 template <class Row>
-std::vector<double> outer_row_targets(const Row& p, const Row& q, int n, const std::vector<int>& order, int h) {
+std::vector<double> outer_row_targets(const Row& p, const Row& q, int n, const std::vector<int>& order,
+                                      const IidPrefix& H) {
   // v_0 .. v_{K-1}: the outer tokens with q > 0 by increasing q/p.
-  const std::vector<int> outer(order.rbegin(), order.rend() - h);
-  double PH = 0.0, QH = 0.0;
-  for (int m = 0; m < h; ++m) {
-    PH += p[order[m]];
-    QH += q[order[m]];
-  }
+  const std::vector<int> outer(order.rbegin(), order.rend() - H.length);
+  const double PH = H.target_mass, QH = H.draft_mass;
   const int K = static_cast<int>(outer.size());
   // psi(H_j) for H_j = H* ∪ {v_j .. v_{K-1}}; j = K is H* itself.
   std::vector<double> suffix_p(K + 1, 0.0), suffix_q(K + 1, 0.0), cumulative_min(K + 1);
@@ -61,6 +59,7 @@ struct IidSplit {
   std::vector<int> support;  // the tokens with q > 0, increasing
   std::vector<int> order;
   int h = 0;
+  double draft_mass_H = 0.0, draft_mass = 0.0;  // Q(H*), Q(support)
   SubsetSolution subset;
   std::vector<double> outer_rows;  // p_i of order[h + j] at j
   std::vector<double> law;
@@ -68,8 +67,12 @@ struct IidSplit {
   template <class Row>
   IidSplit(const Row& p, const Row& q, int V, int n, bool with_law = true)
       : support(draft_support(stored(q), V)), order(decreasing_ratio_order(p, q, support)) {
-    subset = iid_optimal_subset(p, q, V, n, order, &h);
-    outer_rows = outer_row_targets(p, q, n, order, h);
+    IidPrefix H;
+    subset = iid_optimal_subset(p, q, V, n, order, &H);
+    h = H.length;
+    draft_mass_H = H.draft_mass;
+    draft_mass = H.total_draft_mass;
+    outer_rows = outer_row_targets(p, q, n, order, H);
     if (!with_law) return;
     std::vector<double> residual(V);
     for (int i = 0; i < V; ++i) residual[i] = p[i];

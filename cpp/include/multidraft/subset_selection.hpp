@@ -50,12 +50,20 @@ std::vector<int> decreasing_ratio_order(const Row& p, const Row& q, std::vector<
 // i.i.d. drafts (spec §2.1): some minimiser is a prefix of the decreasing-q/p order; the
 // shortest prefix attaining the minimum (ties within 1e-15 resolved toward it) is H*.
 // For n >= 2 minimisers never split a group of equal ratios, so the tie order is irrelevant.
-// Returns the prefix length h through `prefix_length` when asked (the polymatroid pass needs it).
+// The prefix H* that iid_optimal_subset found: its length h, its target and draft masses, and
+// the draft mass of the whole order (the scan's compensated sums, for the passes that follow).
+struct IidPrefix {
+  int length = 0;
+  double target_mass = 0.0, draft_mass = 0.0;  // P(H*), Q(H*)
+  double total_draft_mass = 0.0;               // Q of every token in the order
+};
+
+// Returns the prefix through `prefix` when asked (the polymatroid pass and Global Resolution).
 template <class Row>
 SubsetSolution iid_optimal_subset(const Row& p, const Row& q, int V, int n, const std::vector<int>& order,
-                                  int* prefix_length = nullptr) {
+                                  IidPrefix* prefix = nullptr) {
   CompensatedSum P, Q;
-  double best = 0.0;
+  double best = 0.0, best_P = 0.0, best_Q = 0.0;
   int best_length = 0;
   for (std::size_t m = 0; m < order.size(); ++m) {
     P.add(p[order[m]]);
@@ -64,17 +72,19 @@ SubsetSolution iid_optimal_subset(const Row& p, const Row& q, int V, int n, cons
     if (psi < best - 1e-15) {
       best = psi;
       best_length = static_cast<int>(m) + 1;
+      best_P = P.value();
+      best_Q = Q.value();
     }
   }
   if (-best < 1e-13) {  // snap: H* = empty set and alpha* = 1, error at most 1e-13 (spec §2.1)
-    best = 0.0;
+    best = best_P = best_Q = 0.0;
     best_length = 0;
   }
+  if (prefix) *prefix = {best_length, best_P, best_Q, Q.value()};
   SubsetSolution solution;
   solution.alpha = std::clamp(1.0 + best, 0.0, 1.0);
   solution.in_H.assign(V, 0);
   for (int m = 0; m < best_length; ++m) solution.in_H[order[m]] = 1;
-  if (prefix_length) *prefix_length = best_length;
   return solution;
 }
 
