@@ -131,19 +131,49 @@ def test_plan_sample_same_seed(plan_method):
     assert all(0 <= t < len(p) for t in first)
 
 
-def test_sps_verify_reads_float64_rows_in_place_exactly():
-    """sps verify reads C-contiguous float64 rows in place, each entry times 1 / its row's sum: the
-    tokens are those drawn from the normalised copy that other layouts get (a strided view here),
-    for rows whose sums miss 1 within the tolerance, one row or a batch."""
+@pytest.mark.parametrize("name", md.verifier_names())
+def test_verifiers_read_float64_rows_in_place_exactly(name):
+    """Every core verifier reads C-contiguous float64 rows in place with their scales, each entry
+    times 1 / its row's sum (sps, naive and global_resolution as they read it; the others from
+    normalised copies the core writes): the tokens equal those drawn from the normalised copy that
+    other layouts get (a strided view here), and the laws equal its laws to an ulp or two (a
+    strided row's sum is added in another order), for rows whose sums miss 1 within the
+    tolerance, one row or a batch."""
     rng = np.random.default_rng(12)
-    p = dirichlet(rng, 300, 0.3, 4) * (1 + np.array([4e-7, -6e-7, 0.0, 2e-7]))[:, None]
-    q = dirichlet(rng, 300, 0.3, 4) * (1 - 3e-7)
+    p = dirichlet(rng, 60, 0.3, 4) * (1 + np.array([4e-7, -6e-7, 0.0, 2e-7]))[:, None]
+    q = dirichlet(rng, 60, 0.3, 4) * (1 - 3e-7)
     strided = [np.repeat(x, 2, axis=-1)[..., ::2] for x in (p, q)]
-    v = md.verifier("sps")
-    drafts = np.array([[v.draft(q[b] / q[b].sum(), 1, rng)[0]] for b in range(4)])
+    v = md.verifier(name, **({"fallback": True} if name == "global_resolution" else {}))
+    n = v.fixed_n or 2
+    drafts = np.array([v.draft(q[b] / q[b].sum(), n, rng) for b in range(4)])
     seeds = list(range(4))
-    for seed in range(50):
+    close = {"rtol": 1e-12, "atol": 1e-15}
+    np.testing.assert_allclose(v.transport(p, q, drafts), v.transport(*strided, drafts), **close)
+    np.testing.assert_allclose(v.transport(p[2], q[2], drafts[2]), v.transport(strided[0][2], strided[1][2], drafts[2]),
+                               **close)
+    for seed in range(20):
         batch = v.verify(p, q, drafts, [seed + s for s in seeds])
         assert [x.tolist() for x in batch] == [x.tolist() for x in v.verify(*strided, drafts, [seed + s for s in seeds])]
         assert v.verify(p[0], q[0], drafts[0], seed) == v.verify(strided[0][0], strided[1][0], drafts[0], seed)
-    assert len({v.verify(p[1], q[1], drafts[1], seed)[0] for seed in range(50)}) > 1, "never rejected"
+    outcomes = [{v.verify(p[b], q[b], drafts[b], seed)[0] for seed in range(20)} for b in range(4)]
+    assert max(len(tokens) for tokens in outcomes) > 1, "the seed has no effect"
+
+
+@pytest.mark.parametrize("plan_method", PLAN_METHODS + [("global_resolution", {}), ("global_resolution", {"exact": False})],
+                         ids=lambda m: "-".join([m[0], *(f"{k}={v}" for k, v in m[1].items())]))
+def test_plans_refuse_a_draft_of_probability_zero(plan_method):
+    """Every plan's transport and sample refuse a tuple with a draft of q = 0 with the core's one
+    message (the core plans check in C++; the Python LP plan through the draft scheme)."""
+    method, extra = plan_method
+    rng = np.random.default_rng(3)
+    p, q = dirichlet(rng, 12, 1.0), dirichlet(rng, 12, 1.0)
+    q[[2, 7]] = 0.0
+    q /= q.sum()
+    plan = md.solve_otlp(p, q, 2, method=method, **extra)
+    message = r"'drafts' has probability zero under the draft scheme \(q = 0 at a draft\)"
+    for drafts in ([0, 7], [2, 2]):
+        with pytest.raises(ValueError, match=message):
+            plan.transport(drafts)
+        with pytest.raises(ValueError, match=message):
+            plan.sample(drafts, 0)
+    plan.transport([0, 1])

@@ -2,7 +2,10 @@
 // int64 arrays already validated by python/multidraft/_validation.py, convert, and run every
 // batched loop on the core's thread pool with the GIL released (parallel.hpp). Batched layout:
 // p (B, V); q (B, rows, V) with rows = n for independent drafts and 1 otherwise; drafts (B, n);
-// seeds (B,) uint64, one core generator per row.
+// seeds (B,) uint64, one core generator per row; the plan calls (transport, verify) may take p and q
+// unnormalised with their row scales (B,) (_validation.probability_scales), read in place. A call
+// reads the caller's arrays with the GIL released: another thread writing them meanwhile races,
+// as with NumPy's own GIL-free ufuncs.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -12,14 +15,17 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "arrays.hpp"
 #include "parallel.hpp"
+#include "multidraft/distribution.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/global_resolution.hpp"
 #include "multidraft/otlp_plan.hpp"
 #include "multidraft/plan_sampling.hpp"
+#include "multidraft/radix_sort.hpp"
 #include "multidraft/relaxed_network.hpp"
 #include "multidraft/rng.hpp"
 #include "multidraft/row_runs.hpp"
@@ -153,15 +159,47 @@ Ints sample_rows(const Doubles& laws, const Seeds& seeds) {
   return out;
 }
 
-// The shell of every batched plan call: p (B, V), q (B, rows, V), drafts (B, n).
-// `make(p_row, q_row, V, n)` builds a plan for one (p, q) row and `act(plan, r, drafts_r, scratch)`
-// uses it for row r, after checking that the row's drafts are drawable under `kind`
-// (check_drawable). Consecutive rows with the same p and q (many draft tuples for one context)
-// form a run that shares one plan, so exact plans are solved once per context; runs are spread
-// over the threads (heavy ones one at a time to whichever thread is free). Plans are
-// deterministic, so results do not depend on the threads.
+// Row scales (B,) of a batched plan call, or none (the rows are normalised).
+struct Scales {
+  const double *p = nullptr, *q = nullptr;
+};
+
+Scales scales_of(const Batch& b, const std::optional<Doubles>& p_scale, const std::optional<Doubles>& q_scale) {
+  if (!p_scale != !q_scale) throw std::invalid_argument("internal: give the scales of both p and q, or neither");
+  if (!p_scale) return {};
+  if (p_scale->size() != b.B || q_scale->size() != b.B) throw std::invalid_argument("internal: one scale per row");
+  return {p_scale->data(), q_scale->data()};
+}
+
+// A plan of one (p, q) row from a registry maker, given the rows as it takes them
+// (verifier_registry.hpp): in place with their scales, or as pointers to normalised rows, which
+// are the caller's own when their scales are 1 and else copies written into `rows` (q_size
+// entries of q: n rows for independent drafts, all of one scale).
+template <class Make>
+auto make_plan(const Make& make, const ScaledRow& p, const ScaledRow& q, int V, std::int64_t q_size, int n,
+               std::vector<double>& rows) {
+  if constexpr (std::is_invocable_v<const Make&, const ScaledRow&, const ScaledRow&, int, int>) {
+    return make(p, q, V, n);
+  } else {
+    if (p.scale == 1.0 && q.scale == 1.0) return make(p.data, q.data, V, n);
+    rows.resize(V + q_size);
+    for (int i = 0; i < V; ++i) rows[i] = p[i];
+    for (std::int64_t i = 0; i < q_size; ++i) rows[V + i] = q[i];
+    return make(rows.data(), rows.data() + V, V, n);
+  }
+}
+
+// The shell of every batched plan call: p (B, V), q (B, rows, V), drafts (B, n), with the rows'
+// scales when the caller passes them unnormalised (see Scales).
+// `make(p_row, q_row, V, n)` builds a plan for one (p, q) row (make_plan) and
+// `act(plan, r, drafts_r, scratch)` uses it for row r, after checking that the row's drafts are
+// drawable under `kind` (check_drawable). Consecutive rows with the same p and q (many draft
+// tuples for one context) form a run that shares one plan, so exact plans are solved once per
+// context; runs are spread over the threads (heavy ones one at a time to whichever thread is
+// free). Plans are deterministic, so results do not depend on the threads.
 template <class Make, class Act>
-void plan_rows(const Doubles& p, const Doubles& q, const Ints& drafts, SchemeKind kind, RowWork work, Make make, Act act) {
+void plan_rows(const Doubles& p, const Doubles& q, const Ints& drafts, const Scales& scales, SchemeKind kind,
+               RowWork work, Make make, Act act) {
   const Batch b = batch_of(p, q);
   const int n = static_cast<int>(drafts.shape(1));
   const int V = static_cast<int>(b.V);
@@ -172,13 +210,15 @@ void plan_rows(const Doubles& p, const Doubles& q, const Ints& drafts, SchemeKin
   parallel_chunks(
       runs, min_rows(b, work),
       [&](std::int64_t first, std::int64_t last) {
-        std::vector<double> scratch;
+        std::vector<double> scratch, rows;
         for (std::int64_t run = first; run < last; ++run) {
-          const double *pr = pp + run_begin[run] * b.V, *qr = qq + run_begin[run] * b.q_stride;
-          decltype(make(pp, qq, V, n)) plan;
-          for (std::int64_t r = run_begin[run]; r < run_begin[run + 1]; ++r) {
-            check_drawable(kind, qr, V, tuples.data() + r * n, n);
-            if (!plan) plan = make(pr, qr, V, n);
+          const std::int64_t r0 = run_begin[run];
+          const ScaledRow pr{pp + r0 * b.V, scales.p ? scales.p[r0] : 1.0};
+          const ScaledRow qr{qq + r0 * b.q_stride, scales.q ? scales.q[r0] : 1.0};
+          decltype(make_plan(make, pr, qr, V, b.q_stride, n, rows)) plan;
+          for (std::int64_t r = r0; r < run_begin[run + 1]; ++r) {
+            check_drawable(kind, qr.data, V, tuples.data() + r * n, n);
+            if (!plan) plan = make_plan(make, pr, qr, V, b.q_stride, n, rows);
             act(*plan, r, tuples.data() + r * n, scratch);
           }
         }
@@ -188,54 +228,31 @@ void plan_rows(const Doubles& p, const Doubles& q, const Ints& drafts, SchemeKin
 
 // Laws (B, V) of the rows' plans at their drafts.
 py::array_t<double> batched_transport(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts,
-                                      const VerifierOptions& options) {
+                                      const VerifierOptions& options, const std::optional<Doubles>& p_scale,
+                                      const std::optional<Doubles>& q_scale) {
+  const Scales scales = scales_of(batch_of(p, q), p_scale, q_scale);
   py::array_t<double> out({p.shape(0), p.shape(1)});
   double* o = out.mutable_data();
   const py::ssize_t V = p.shape(1);
   with_verifier(method, options, [&](VerifierWork work, auto make, auto) {
-    plan_rows(p, q, drafts, options.kind, work.plan, make,
+    plan_rows(p, q, drafts, scales, options.kind, work.plan, make,
               [&](const auto& plan, std::int64_t r, const int* d, std::vector<double>&) { plan.transport(d, o + r * V); });
   });
   return out;
 }
 
-// "sps" on rows given with their scales (the laws are p_scale[r] p[r] and q_scale[r] q[r]; see
-// sps_sample): the caller's arrays are read in place, no normalised copy is written.
-Ints scaled_sps_verify(const Doubles& p, const Doubles& q, const Ints& drafts, const Seeds& seeds,
-                       const Doubles& p_scale, const Doubles& q_scale) {
-  const Batch b = batch_of(p, q);
-  if (drafts.shape(1) != 1 || p_scale.size() != b.B || q_scale.size() != b.B)
-    throw std::invalid_argument("internal: scaled sps takes one draft and one scale per row");
-  Ints out(b.B);
-  std::int64_t* o = out.mutable_data();
-  const std::vector<int> tokens = to_int(drafts.data(), static_cast<std::size_t>(b.B));
-  const double *pp = p.data(), *qq = q.data(), *ps = p_scale.data(), *qs = q_scale.data();
-  const std::uint64_t* s = seeds.data();
-  const int V = static_cast<int>(b.V);
-  parallel_rows(b.B, min_rows(b, RowWork::light), [&](py::ssize_t r) {
-    const double* qr = qq + r * b.q_stride;
-    check_drawable(SchemeKind::iid, qr, V, &tokens[r], 1);
-    Rng rng(s[r]);
-    o[r] = sps_sample(pp + r * b.V, qr, V, tokens[r], rng, ps[r], qs[r]);
-  });
-  return out;
-}
-
 // One verified token per row (B,), from each row's seed, without writing laws where the plan can
-// sample directly (sample_verified). "sps" may take the rows unnormalised with their scales.
+// sample directly (sample_verified).
 Ints batched_verify(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts,
                     const Seeds& seeds, const VerifierOptions& options, const std::optional<Doubles>& p_scale,
                     const std::optional<Doubles>& q_scale) {
-  if (p_scale || q_scale) {
-    if (method != "sps" || !p_scale || !q_scale) throw std::invalid_argument("internal: row scales are for sps");
-    return scaled_sps_verify(p, q, drafts, seeds, *p_scale, *q_scale);
-  }
+  const Scales scales = scales_of(batch_of(p, q), p_scale, q_scale);
   Ints out(p.shape(0));
   std::int64_t* o = out.mutable_data();
   const std::uint64_t* s = seeds.data();
   const int V = static_cast<int>(p.shape(1));
   with_verifier(method, options, [&](VerifierWork work, auto make, auto) {
-    plan_rows(p, q, drafts, options.kind, work.plan, make,
+    plan_rows(p, q, drafts, scales, options.kind, work.plan, make,
               [&](const auto& plan, std::int64_t r, const int* d, std::vector<double>& scratch) {
       Rng rng(s[r]);
       o[r] = sample_verified(plan, d, V, rng, scratch);
@@ -343,6 +360,16 @@ void bind_testing(py::module_& m) {
       py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
       py::arg("interpolation"), py::arg("max_terms") = 1e12);
 
+  // positions_by_key (radix_sort.hpp) over given 64-bit keys, against a stable argsort in tests.
+  t.def(
+      "positions_by_key",
+      [](const py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>& keys) {
+        const std::uint64_t* k = keys.data();
+        const std::vector<int> positions = positions_by_key(static_cast<int>(keys.size()), [k](int j) { return k[j]; });
+        return Ints(static_cast<py::ssize_t>(positions.size()), std::vector<std::int64_t>(positions.begin(), positions.end()).data());
+      },
+      py::arg("keys"));
+
   t.def(
       "global_resolution_plan",
       [](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
@@ -389,7 +416,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("max_work") = 1e8, py::arg("tau") = 1e-3, py::arg("max_iterations") = 50, py::arg("max_terms") = 2e6,
            py::arg("paper_threshold") = false, py::arg("exact") = true, py::arg("fallback") = false);
   m.def("transport", &batched_transport, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
-        py::arg("options") = VerifierOptions());
+        py::arg("options") = VerifierOptions(), py::arg("p_scale") = py::none(), py::arg("q_scale") = py::none());
   m.def("verify", &batched_verify, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"), py::arg("seeds"),
         py::arg("options") = VerifierOptions(), py::arg("p_scale") = py::none(), py::arg("q_scale") = py::none());
   m.def("acceptance", &batched_acceptance, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("n"),

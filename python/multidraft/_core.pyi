@@ -52,18 +52,20 @@ class VerifierOptions:
 def transport(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], drafts: npt.NDArray[np.int64],
     options: VerifierOptions = ...,
+    p_scale: npt.NDArray[np.float64] | None = None, q_scale: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
     """Batched output laws (B, V) of a verifier: method in sps, naive, rrs, spectr, spechub,
     khisti, maxflow, maxflow_cs, global_resolution; consecutive equal (p, q) rows share one plan;
-    drafts of probability zero raise ValueError."""
+    drafts of probability zero raise ValueError. The rows may be unnormalised with their scales
+    (B,) (the laws are p_scale[:, None] * p and q_scale[:, None] * q; `row_scales`): sps, naive
+    and global_resolution read them in place, the other methods from normalised copies."""
 def verify(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], drafts: npt.NDArray[np.int64],
     seeds: npt.NDArray[np.uint64], options: VerifierOptions = ...,
     p_scale: npt.NDArray[np.float64] | None = None, q_scale: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.int64]:
     """One verified token per row, drawn from the row's seed without writing the law where the
-    plan samples directly (sps, naive, global_resolution). sps also takes the rows unnormalised
-    with their scales (B,) (the laws are p_scale[:, None] * p, read in place; `row_scales`)."""
+    plan samples directly (sps, naive, global_resolution); rows and scales as for `transport`."""
 def acceptance(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, options: VerifierOptions = ...,
 ) -> npt.NDArray[np.float64]:

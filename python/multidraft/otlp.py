@@ -119,6 +119,10 @@ class _CorePlan(OTLPPlan):
         super().__init__(p, scheme, method, core_plan.alpha)
         self._core = core_plan
 
+    def _drawable(self, drafts, ndims=(1, 2)) -> np.ndarray:
+        """Validated drafts as (M, n); the core plan refuses undrawable tuples itself (check_drawable)."""
+        return check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=ndims).reshape(-1, self.scheme.n)
+
     def _slices(self, drafts):
         return self._core.transport(drafts, self.scheme.V)
 

@@ -50,18 +50,17 @@ def batched_inputs(p, q, n: Optional[int], kind: str, scales: Optional[list] = N
 
     Returns ``(p2, q3, n, batched)``: ``p2`` (B, V), ``q3`` (B, rows, V) with rows = n for
     independent drafts and 1 otherwise, and whether the caller passed a batch. With a list
-    ``scales`` (one draft row per batch row only), ``p2`` and ``q3`` may be the caller's arrays,
-    unnormalised, and their row scales (B,) are appended to the list
-    (:func:`_validation.probability_scales`).
+    ``scales``, ``p2`` and ``q3`` may be the caller's arrays, unnormalised, and their row scales
+    (B,) are appended to the list (:func:`_validation.probability_scales`; independent drafts,
+    whose n draft rows would need a scale each, are normalised, with scales 1).
     """
     kind = scheme_kind(kind)
-    if scales is not None and kind == "independent":
-        raise ValueError("internal: row scales are for one draft row per batch row")
     read = _normalised if scales is None else check.probability_scales
     p, p_scale = read(p, "p")
     batched = p.ndim == 2
     if kind == "independent":
         q = check.probabilities(q, "q", ndims=(p.ndim + 1,))
+        q_scale = np.ones(p.size // p.shape[-1])
         if n is not None and check.count(n) != q.shape[-2]:
             raise ValueError(f"'n' = {n} does not match the {q.shape[-2]} draft rows of 'q'")
         n = q.shape[-2]

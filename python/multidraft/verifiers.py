@@ -46,7 +46,6 @@ class Verifier:
     scheme_kind = "iid"
     fixed_n: Optional[int] = None   # the only number of drafts the method handles, if any
     core_method = ""                # name of the method in _core.transport
-    scaled_rows = False             # verify reads float64 rows in place with their scales (no normalised copy)
     without_replacement = False
 
     def __repr__(self) -> str:
@@ -91,8 +90,9 @@ class Verifier:
 
     def transport(self, p, q, drafts) -> np.ndarray:
         """Exact output law pi(. | drafts): (V,), or (B, V) for a batch."""
-        p2, q3, n, d, batched = self._inputs(p, q, drafts)
-        laws = self._transport(p2, q3, n, d)
+        scales = [] if self.core_method else None  # the core reads float64 rows in place, with their scales
+        p2, q3, n, d, batched = self._inputs(p, q, drafts, scales)
+        laws = self._transport(p2, q3, n, d, scales or ())
         return laws if batched else laws[0]
 
     def verify(self, p, q, drafts, rng: check.RngLike = None):
@@ -101,12 +101,15 @@ class Verifier:
         Returns ``(token, accepted)``, or ``((B,) int64, (B,) bool)`` for a batch. Rows run on
         the core's threads (:func:`multidraft.set_num_threads`); a method that can draw its token
         without writing the output law (``"sps"``, ``"naive"``, ``"global_resolution"``) does so.
+        C-contiguous float64 ``p`` and ``q`` are read in place (also by :meth:`transport`), each
+        entry times 1 / its row's sum as it is read: the law p / sum(p) exactly, the very numbers
+        a normalised copy would hold (the core writes one only for the methods whose plans need it).
         """
-        scales = [] if self.scaled_rows else None
+        scales = [] if self.core_method else None  # as in transport
         p2, q3, n, d, batched = self._inputs(p, q, drafts, scales)
         seeds = check.row_seeds(rng, p2.shape[0])
         if self.core_method:
-            tokens = _core.verify(self.core_method, p2, q3, d, seeds, self._core_options(), *(scales or ()))
+            tokens = _core.verify(self.core_method, p2, q3, d, seeds, self._core_options(), *scales)
         else:
             tokens = _core.sample_rows(self._transport(p2, q3, n, d), seeds)
         if not batched:  # one row: a Python test of n ids costs less than the array comparison
@@ -118,8 +121,9 @@ class Verifier:
         """The options of this verifier for the core's batched calls."""
         return _scheme_options(self.scheme_kind, self.without_replacement)
 
-    def _transport(self, p2, q3, n, drafts) -> np.ndarray:
-        return _core.transport(self.core_method, p2, q3, drafts, self._core_options())
+    def _transport(self, p2, q3, n, drafts, scales=()) -> np.ndarray:
+        """Laws (B, V) of the validated rows; ``scales``: their row scales when read in place."""
+        return _core.transport(self.core_method, p2, q3, drafts, self._core_options(), *scales)
 
     def acceptance(self, p, q, n: Optional[int] = None):
         """Exact expected acceptance P(output in drafts) of this method: float or (B,).
@@ -147,15 +151,12 @@ class SpeculativeSampling(Verifier):
     """``"sps"``: single-draft speculative sampling (Leviathan et al.; Chen et al.).
 
     Accept the draft y with probability min(1, p(y)/q(y)), else sample (p - q)^+ normalised.
-    Optimal for one draft: acceptance sum_i min(p_i, q_i). ``verify`` reads C-contiguous float64
-    inputs in place, each entry times 1 / its row's sum as it is read: the law p / sum(p) exactly,
-    the very numbers a normalised copy would hold, without writing one.
+    Optimal for one draft: acceptance sum_i min(p_i, q_i).
     """
 
     name = "sps"
     fixed_n = 1
     core_method = "sps"
-    scaled_rows = True
 
 
 @register
@@ -292,9 +293,9 @@ class OptimalTransport(Verifier):
     def __repr__(self) -> str:
         return f"multidraft.verifier('otlp', method={self.method!r}, scheme={self.scheme_kind!r})"
 
-    def _transport(self, p2, q3, n, drafts):
+    def _transport(self, p2, q3, n, drafts, scales=()):
         if self.core_method:
-            return super()._transport(p2, q3, n, drafts)
+            return super()._transport(p2, q3, n, drafts, scales)
         q_rows = q3 if self.scheme_kind == "independent" else q3[:, 0]
         laws = np.empty_like(p2)
         starts = _core.equal_row_runs(p2, q3)

@@ -75,9 +75,53 @@ struct SystemReport {
   double deviation_bound() const { return gradient_l1 + 3.0 * truncation_error; }
 };
 
+// The single terms {u} (n >= 2) in closed form: n! [x^n] e^{b x} (e^{q_u x} - 1)
+// = sum_{j<n} n! (b^j / j!) (q_u^{n-j} / (n-j)!), the sum ConvexObjective::append_stored_terms'
+// subset search forms (a positive sum, no cancellation), without the search's per-subset set-up:
+// flat drafts keep ~1000 singles per plan. A single is stored when a base gives it a positive weight.
+inline void append_single_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
+                                GroupedTerms& terms) {
+  const int m = static_cast<int>(member_mass.size()), B = static_cast<int>(bases.size());
+  double n_factorial = 1.0;
+  for (int d = 2; d <= n; ++d) n_factorial *= d;
+  constexpr int kMaxBases = 2;  // the objective's and the inner acceptance's
+  if (B > kMaxBases) throw std::invalid_argument("internal: at most two EGF bases");
+  double base_coefficients[kMaxBases][kMaxTermSize + 1];  // [base][j] = b^j / j!
+  for (int b = 0; b < B; ++b) exponential_base(bases[b], n, base_coefficients[b]);
+  std::size_t written = terms.size();
+  const std::size_t capacity = written + static_cast<std::size_t>(m);
+  terms.offsets.resize(capacity + 1);
+  terms.members.resize(terms.members.size() + static_cast<std::size_t>(m));
+  terms.weight.resize(capacity);
+  for (auto& w : terms.extra_weight) w.resize(capacity);
+  std::size_t member_end = terms.members.size() - static_cast<std::size_t>(m);
+  double factor[kMaxTermSize + 1], weight[kMaxTermSize + 1];  // q^d / d!; the single's weight per base
+  for (int k = 0; k < m; ++k) {
+    factor[0] = 1.0;
+    for (int d = 1; d <= n; ++d) factor[d] = factor[d - 1] * (member_mass[k] / d);
+    bool positive = false;
+    for (int b = 0; b < B; ++b) {
+      double acc = 0.0;
+      for (int j = 0; j < n; ++j) acc += base_coefficients[b][j] * factor[n - j];
+      weight[b] = acc * n_factorial;
+      positive = positive || weight[b] > 0.0;
+    }
+    if (!positive) continue;
+    terms.members[member_end++] = k;
+    terms.offsets[written + 1] = static_cast<std::int64_t>(member_end);
+    for (int b = 1; b < B; ++b) terms.extra_weight[b - 1][written] = weight[b];
+    terms.weight[written++] = weight[0];
+  }
+  terms.offsets.resize(written + 1);
+  terms.members.resize(member_end);
+  terms.weight.resize(written);
+  for (auto& w : terms.extra_weight) w.resize(written);
+}
+
 // The grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
 // (spec §2.7): the n-subsets implicitly (full_subsets.hpp: weight n! prod q_u for every base), the
-// smaller ones stored (ConvexObjective::append_stored_terms). bases[0] gives the objective's
+// smaller ones stored (singles in closed form, append_single_terms; sizes 2..n-1 by
+// ConvexObjective::append_stored_terms). bases[0] gives the objective's
 // weights, each further base an `extra_weight` vector. Returns false when the terms to
 // enumerate would exceed max_terms (the work budget): all of them, unless LaplaceSums may sum
 // them (then only the singles, and ConvexObjective::evaluate refuses any point where it cannot).
@@ -100,8 +144,8 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   // sum over U != {} of n! [x^n] e^{b x} prod_U (e^{q_u x} - 1) = n! [x^n] e^{b x} (e^{Q_T x} - 1)
   double mass_T = 0.0;
   for (double q : member_mass) mass_T += q;
-  objective.total_weight = std::pow(bases[0] + mass_T, n) - std::pow(bases[0], n);
-  if (n >= 2) objective.append_stored_terms(1);
+  objective.total_weight = integer_power(bases[0] + mass_T, n) - integer_power(bases[0], n);
+  if (n >= 2) append_single_terms(member_mass, n, bases, terms);
   // Sizes 2..n-1 are built only when a pass enumerates them (LaplaceSums takes them otherwise).
   objective.stored_deferred = summable;
   for (int size = 2; size <= n - 1 && !objective.stored_deferred; ++size) objective.append_stored_terms(size);
@@ -112,14 +156,14 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
 // block^n - (block - R)^n <= tau, where block is the draft mass the truncation error refers to.
 // The error falls as the prefix grows (R only shrinks), so the prefix is found by bisection: a
 // few transcendental calls instead of one per token (flat drafts keep ~1000 tokens).
-inline int minimal_truncation(const std::vector<int>& tokens, const double* q, double block, int n, double tau,
+inline int minimal_truncation(const std::vector<int>& tokens, const ScaledRow& q, double block, int n, double tau,
                               double& error) {
   const int size = static_cast<int>(tokens.size());
   std::vector<double> leftover(size + 1, 0.0);
   for (int k = size - 1; k >= 0; --k) leftover[k] = leftover[k + 1] + q[tokens[k]];
   // block^n (1 - (1 - R/block)^n), by expm1/log1p: exact for tiny R (spec §2.8)
   auto error_at = [&](int k) {
-    return block > 0.0 ? -std::pow(block, n) * std::expm1(n * std::log1p(-std::min(leftover[k] / block, 1.0))) : 0.0;
+    return block > 0.0 ? -integer_power(block, n) * std::expm1(n * std::log1p(-std::min(leftover[k] / block, 1.0))) : 0.0;
   };
   int low = 0, high = size;  // error_at(size) = 0 <= tau
   while (low < high) {
@@ -136,17 +180,33 @@ inline int minimal_truncation(const std::vector<int>& tokens, const double* q, d
 
 class GlobalResolutionPlan {
  public:
+  // Normalised rows. The plan keeps a copy of p, which its output correction reads when it
+  // samples; the plans of a batched call read the caller's rows in place instead (below).
   GlobalResolutionPlan(const double* p, const double* q, int V, int n, const GlobalResolutionOptions& options)
+      : V_(V), n_(n), options_(options), own_p_(p, p + V) {
+    build(ScaledRow{own_p_.data()}, ScaledRow{q});
+  }
+
+  // Rows read in place with their scales (distribution.hpp); p must outlive the plan.
+  GlobalResolutionPlan(const ScaledRow& p, const ScaledRow& q, int V, int n, const GlobalResolutionOptions& options)
       : V_(V), n_(n), options_(options) {
+    build(p, q);
+  }
+
+  GlobalResolutionPlan(const GlobalResolutionPlan&) = delete;  // the correction views own_p_
+  GlobalResolutionPlan& operator=(const GlobalResolutionPlan&) = delete;
+
+ private:
+  void build(const ScaledRow& p, const ScaledRow& q) {
+    const int V = V_, n = n_;
+    const GlobalResolutionOptions& options = options_;
     if (!(options.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
     if (n > kMaxTermSize)
       throw std::invalid_argument("'n' must be <= " + std::to_string(kMaxTermSize) + " for Global Resolution");
     static_assert(kMaxTermSize <= Candidates::kMax, "a tuple's candidates must fit Candidates");
     IidSplit split(p, q, V, n, !options.exact);  // the exact plan builds its own residual
     alpha_star_ = split.subset.alpha;
-    double q_total = 0.0, mass_H = 0.0;  // split.order holds every token with q > 0
-    for (std::size_t k = 0; k < split.order.size(); ++k) (k < static_cast<std::size_t>(split.h) ? mass_H : q_total) += q[split.order[k]];
-    q_total += mass_H;
+    const double q_total = split.draft_mass, mass_H = split.draft_mass_H;
     const double slack_threshold = options.paper_threshold ? 0.0 : 3.0;
 
     // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n.
@@ -169,8 +229,11 @@ class GlobalResolutionPlan {
 
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
-    token_class_ = std::move(split.subset.in_H);  // kOuter / kInner; Z marked below
+    token_class_.assign(V, kOffSupport);  // kOuter / kInner on the draft support; Z marked below
+    for (std::size_t k = 0; k < split.order.size(); ++k)
+      token_class_[split.order[k]] = k < static_cast<std::size_t>(split.h) ? kInner : kOuter;
     std::vector<int> inner_tokens;
+    inner_tokens.reserve(split.h);
     double mass_Z = 0.0;
     for (int k = 0; k < split.h; ++k) {
       const int t = split.order[k];
@@ -183,9 +246,9 @@ class GlobalResolutionPlan {
     }
     sort_by_key(inner_tokens, [&](int t) { return decreasing_key(q[t]); });
     int inner_size = minimal_truncation(inner_tokens, q, mass_H, n, options.tau, inner_.truncation_error);
-    if (std::pow(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
+    if (integer_power(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
       inner_size = 0;
-      inner_.truncation_error = std::pow(mass_H, n);
+      inner_.truncation_error = integer_power(mass_H, n);
     }
     inner_tokens.resize(inner_size);
     inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
@@ -201,12 +264,13 @@ class GlobalResolutionPlan {
     const SystemSolution inner = solve_system(
         inner_tokens, q, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets, true, inner_, &inner_acceptance);
 
+    truncated_.reserve(outer_size + inner_size);
     if (!options.exact) {
       for (int k = 0; k < outer_size; ++k) truncated_.push_back({outer_tokens[k], outer.alpha[k], 0.0});
       for (int k = 0; k < inner_size; ++k) truncated_.push_back({inner_tokens[k], inner.alpha[k], 0.0});
       sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
       rejection_law_ = std::move(split.law);
-      alpha_ = std::clamp(std::pow(q_total, n) - std::pow(mass_H, n) + inner_acceptance, 0.0, 1.0);
+      alpha_ = std::clamp(integer_power(q_total, n) - integer_power(mass_H, n) + inner_acceptance, 0.0, 1.0);
       return;
     }
     // Exact plan: T is kept only where the rows are known; the candidate law r (see the header).
@@ -223,7 +287,7 @@ class GlobalResolutionPlan {
     // A system without rows has an empty T: its truncation error is that of the empty set.
     auto untruncated = [&](SystemReport& report, double block, double base) {
       report.truncation_size = 0;
-      report.truncation_error = std::max(std::pow(block, n) - std::pow(base, n), 0.0);
+      report.truncation_error = std::max(integer_power(block, n) - integer_power(base, n), 0.0);
       report.gradient_l1 = 0.0;
     };
     if (!outer.rows_known) untruncated(outer_, q_total, mass_H);
@@ -233,15 +297,22 @@ class GlobalResolutionPlan {
     const double inner_rest = std::max(mass_H - mass_Z - inner_T, 0.0);   // Q_Ri
     const double first_outer = first_draft_factor(q_total - outer_rest, q_total);
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
-    correction_ = OutputCorrection(p, V, [&](auto&& propose) {
-      for (const int t : split.order)  // the first-draft law; r = 0 off the draft support and on Z
-        if (token_class_[t] != kZ) propose(t, q[t] * (token_class_[t] == kOuter ? first_outer : first_inner));
-      for (const TruncatedToken& x : truncated_) propose(x.token, std::max(x.row, 0.0));
+    correction_ = OutputCorrection(p, V, split.support.size(), [&](auto&& propose) {
+      auto x = truncated_.begin();  // by increasing id, as the support
+      for (const int t : split.support) {  // r = 0 off the draft support and on Z
+        if (token_class_[t] == kZ) continue;
+        if (x != truncated_.end() && x->token == t) {  // the system's row on T
+          propose(t, std::max((x++)->row, 0.0));
+        } else {  // the first-draft law
+          propose(t, q[t] * (token_class_[t] == kOuter ? first_outer : first_inner));
+        }
+      }
     });
     alpha_ = correction_.kept();
     law_error_bound_ = (outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0);
   }
 
+ public:
   double alpha() const { return alpha_; }
   double alpha_star() const { return alpha_star_; }
   bool exact() const { return options_.exact; }
@@ -262,7 +333,10 @@ class GlobalResolutionPlan {
   double l1_bound() const { return outer_.deviation_bound() + 2.0 * inner_.deviation_bound(); }
   double acceptance_bound() const { return outer_.deviation_bound() + inner_.deviation_bound(); }
 
+  // transport and sample refuse tuples with a draft of q = 0 (check_drawable's i.i.d. check: the
+  // plan keeps no q, its token classes tell the draft support).
   void transport(const int* drafts, double* out) const {
+    check_drafts(drafts);
     if (options_.exact) {
       correction_.write_law(candidates(drafts), out);
       return;
@@ -272,6 +346,7 @@ class GlobalResolutionPlan {
 
   // One verified token: no V-long work for the exact plan unless the candidate is rejected.
   int sample(const int* drafts, Rng& rng) const {
+    check_drafts(drafts);
     if (options_.exact) return correction_.sample(candidates(drafts), rng);
     std::vector<double> law(V_);
     raw_transport(drafts, law.data());
@@ -318,7 +393,13 @@ class GlobalResolutionPlan {
     return start;
   }
 
-  enum TokenClass : char { kOuter = 0, kInner = 1, kZ = 2 };  // V \ H*, H* with p > 0, H* with p = 0
+  // V \ H* and H* with p > 0 on the draft support, H* with p = 0, tokens that no draft takes
+  enum TokenClass : char { kOuter = 0, kInner = 1, kZ = 2, kOffSupport = 3 };
+
+  void check_drafts(const int* drafts) const {
+    for (int j = 0; j < n_; ++j)
+      if (token_class_[drafts[j]] == kOffSupport) refuse_drafts("q = 0 at a draft");
+  }
 
   struct TruncatedToken {
     int token;
@@ -336,7 +417,7 @@ class GlobalResolutionPlan {
   // sum_{k<n} s^k Q^{n-1-k}: a tuple of n draws from a block of mass Q whose first draw outside
   // a part of mass s is a given token y has probability q(y) times this.
   double first_draft_factor(double s, double Q) const {
-    double factor = 0.0, s_power = 1.0, Q_power = std::pow(Q, n_ - 1);
+    double factor = 0.0, s_power = 1.0, Q_power = integer_power(Q, n_ - 1);
     for (int k = 0; k < n_; ++k) {
       factor += s_power * Q_power;
       s_power *= s;
@@ -417,7 +498,7 @@ class GlobalResolutionPlan {
   // Builds the grouped terms of one system over `tokens` and minimises it. bases[0] weights the
   // objective; an optional bases[1] accumulates sum_U weight1_U * s_U / (1 + s_U) (inner
   // acceptance) at the solution.
-  SystemSolution solve_system(const std::vector<int>& tokens, const double* q, const std::vector<double>& bases,
+  SystemSolution solve_system(const std::vector<int>& tokens, const ScaledRow& q, const std::vector<double>& bases,
                                    const std::vector<double>& targets, bool slack, SystemReport& report,
                                    double* acceptance) const {
     const int m = static_cast<int>(tokens.size());
@@ -472,6 +553,7 @@ class GlobalResolutionPlan {
 
   int V_, n_;
   GlobalResolutionOptions options_;
+  std::vector<double> own_p_;  // p, when the plan was given normalised rows
   SystemReport outer_, inner_;
   double alpha_ = 0.0, alpha_star_ = 0.0;
   std::vector<char> token_class_;  // TokenClass of every token (V long)

@@ -1,6 +1,7 @@
 // Global Resolution as a verifier: the plan of global_resolution.hpp for one (p, q) row, which
 // with `fallback` hands over to the exact complementary-slackness plan (otlp_plan.hpp) when it
-// did not meet its bound (success() false).
+// did not meet its bound (success() false). It reads the rows in place with their scales; only the
+// fallback (rare) takes normalised copies.
 #pragma once
 #include <memory>
 #include <vector>
@@ -13,10 +14,18 @@ namespace multidraft {
 
 class GlobalResolutionVerifierPlan {
  public:
-  GlobalResolutionVerifierPlan(const double* p, const double* q, int V, int n, const GlobalResolutionOptions& options,
-                               bool fallback)
+  GlobalResolutionVerifierPlan(const ScaledRow& p, const ScaledRow& q, int V, int n,
+                               const GlobalResolutionOptions& options, bool fallback)
       : V_(V), plan_(p, q, V, n, options) {
-    if (fallback && !plan_.success()) exact_ = std::make_unique<SlacknessPlan>(p, q, V, SchemeKind::iid, n);
+    if (!fallback || plan_.success()) return;
+    auto normalised = [V](const ScaledRow& row) {
+      std::vector<double> copy(V);
+      for (int i = 0; i < V; ++i) copy[i] = row[i];
+      return copy;
+    };
+    exact_p_ = normalised(p);
+    exact_q_ = normalised(q);
+    exact_ = std::make_unique<SlacknessPlan>(exact_p_.data(), exact_q_.data(), V, SchemeKind::iid, n);
   }
 
   double alpha() const { return exact_ ? exact_->alpha() : plan_.alpha(); }
@@ -36,6 +45,7 @@ class GlobalResolutionVerifierPlan {
  private:
   int V_;
   GlobalResolutionPlan plan_;
+  std::vector<double> exact_p_, exact_q_;  // the fallback's rows (it keeps views of them)
   std::unique_ptr<SlacknessPlan> exact_;
 };
 

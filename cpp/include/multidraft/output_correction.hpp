@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "multidraft/distribution.hpp"
 #include "multidraft/rng.hpp"
 
 namespace multidraft {
@@ -34,49 +35,60 @@ class OutputCorrection {
  public:
   OutputCorrection() = default;
 
-  // p (V,) and the exact candidate law r, which is 0 except at the tokens that
-  // `candidate_law(propose)` passes to propose(y, r(y)) (a later r for the same y replaces the
-  // earlier). One V-long array serves both uses: s(y) = p(y) - r(y) >= 0 where r(y) <= p(y) (the
-  // residual; y is always kept), else s(y) = p(y) / r(y) - 1 in [-1, 0) (keep probability
-  // 1 + s(y); no residual).
+  // p (V,), read in place with its scale (distribution.hpp's ScaledRow; it must outlive the
+  // correction), and the exact candidate law r, which is 0 except at the tokens that
+  // `candidate_law(propose)` passes to propose(y, r(y)), each at most once, by increasing y (at
+  // most `proposals` of them).
+  // Only those tokens are stored (O(draft support), no V-long array), each with one number:
+  // s(y) = p(y) - r(y) >= 0 where r(y) <= p(y) (the residual; y is always kept), else
+  // s(y) = p(y) / r(y) - 1 in [-1, 0) (keep probability 1 + s(y); no residual). Elsewhere the
+  // residual is p itself.
   template <class CandidateLaw>
-  OutputCorrection(const double* p, int V, CandidateLaw candidate_law) : surplus_(p, p + V) {
-    candidate_law([&](int y, double r) { surplus_[y] = r <= p[y] ? p[y] - r : p[y] / r - 1.0; });
-    double total = 0.0, residual = 0.0;
-    const double* surplus = surplus_.data();
-    // max by value: std::max(surplus_[y], 0.0) returns a reference, which compilers have turned
-    // into a masked gather from the constant's address (a third of a small plan's time)
-#pragma omp simd reduction(+ : total, residual)
-    for (int y = 0; y < V; ++y) {
-      const double s = surplus[y];
-      total += p[y];
-      residual += s > 0.0 ? s : 0.0;
-    }
-    residual_ = residual;
-    kept_ = std::max(total - residual, 0.0);  // sum min(r, p) = sum p - sum (p - r)^+
+  OutputCorrection(const ScaledRow& p, int V, std::size_t proposals, CandidateLaw candidate_law) : p_(p), V_(V) {
+    tokens_.reserve(proposals);
+    surplus_.reserve(proposals);
+    double kept = 0.0;
+    candidate_law([&](int y, double r) {
+      const double py = p[y];
+      tokens_.push_back(y);
+      surplus_.push_back(r <= py ? py - r : py / r - 1.0);
+      kept += std::min(r, py);
+    });
+    kept_ = kept;
   }
 
   // Probability that the candidate is kept: sum_y min(r(y), p(y)).
   double kept() const { return kept_; }
 
-  double keep_probability(int y) const { return surplus_[y] >= 0.0 ? 1.0 : 1.0 + surplus_[y]; }
+  double keep_probability(int y) const {
+    const auto found = std::lower_bound(tokens_.begin(), tokens_.end(), y);
+    if (found == tokens_.end() || *found != y) return 1.0;  // r(y) = 0
+    const double s = surplus_[found - tokens_.begin()];
+    return s >= 0.0 ? 1.0 : 1.0 + s;
+  }
 
   // The output law given one tuple's candidates.
   void write_law(const Candidates& c, double* out) const {
-    const int V = static_cast<int>(surplus_.size());
+    const int V = V_;
     double kept_share = 0.0;
     for (int k = 0; k < c.count; ++k) kept_share += c.share[k] * keep_probability(c.token[k]);
-    std::fill(out, out + V, 0.0);
-    if (residual_ > 0.0) {
-      const double scale = std::max(1.0 - kept_share, 0.0) / residual_;
-      const double* surplus = surplus_.data();
+    const double *x = p_.data, scale = p_.scale;
 #pragma omp simd
-      for (int y = 0; y < V; ++y) out[y] = (surplus[y] > 0.0 ? surplus[y] : 0.0) * scale;  // by value, as above
+    for (int y = 0; y < V; ++y) out[y] = x[y] * scale;  // the residual (p - r)^+, then scaled
+    for (std::size_t e = 0; e < tokens_.size(); ++e) out[tokens_[e]] = surplus_[e] > 0.0 ? surplus_[e] : 0.0;
+    double residual = 0.0;
+#pragma omp simd reduction(+ : residual)
+    for (int y = 0; y < V; ++y) residual += out[y];
+    if (residual > 0.0) {
+      const double factor = std::max(1.0 - kept_share, 0.0) / residual;
+#pragma omp simd
+      for (int y = 0; y < V; ++y) out[y] *= factor;
       for (int k = 0; k < c.count; ++k) out[c.token[k]] += c.share[k] * keep_probability(c.token[k]);
       return;
     }
     // No residual: r = p up to round-off, so only round-off is rejected; keep the candidates in
     // proportion (the fallback draft when the tuple proposed nothing).
+    std::fill(out, out + V, 0.0);
     if (!(kept_share > 0.0)) {
       out[c.fallback] = 1.0;
       return;
@@ -85,7 +97,7 @@ class OutputCorrection {
   }
 
   // One draw from write_law's law without building it: the candidate, its keep test, and only on
-  // rejection one pass over the residual.
+  // rejection one pass over p for the residual.
   int sample(const Candidates& c, Rng& rng) const {
     double u = rng.uniform(), kept_share = 0.0;
     for (int k = 0; k < c.count; ++k) {
@@ -94,7 +106,8 @@ class OutputCorrection {
       u -= kept;
       kept_share += kept;
     }
-    if (residual_ > 0.0) return sample_index(surplus_.data(), static_cast<int>(surplus_.size()), rng);
+    const int token = sample_residual(rng);
+    if (token >= 0) return token;
     if (!(kept_share > 0.0)) return c.fallback;
     u = rng.uniform() * kept_share;  // round-off rejection without a residual: as write_law
     for (int k = 0; k < c.count; ++k) {
@@ -106,8 +119,65 @@ class OutputCorrection {
   }
 
  private:
-  std::vector<double> surplus_;
-  double kept_ = 0.0, residual_ = 0.0;
+  // One draw from the residual (p - r)^+ (p off the stored tokens), -1 when it has no mass, as
+  // sample_index_by (rng.hpp) draws: vectorised block sums of p, corrected at the stored tokens
+  // (by increasing id, so block by block), then one block walked.
+  int sample_residual(Rng& rng) const {
+    constexpr int kBlock = 64;
+    thread_local std::vector<double> blocks;
+    const int count = (V_ + kBlock - 1) / kBlock;
+    blocks.resize(count);
+    const double *x = p_.data, scale = p_.scale;
+    for (int b = 0; b < count; ++b) {
+      const int begin = b * kBlock, end = std::min(V_, begin + kBlock);
+      double block = 0.0;
+#pragma omp simd reduction(+ : block)
+      for (int i = begin; i < end; ++i) block += x[i] * scale;
+      blocks[b] = block;
+    }
+    auto residual_at = [&](std::size_t e) { return surplus_[e] > 0.0 ? surplus_[e] : 0.0; };
+    for (std::size_t e = 0; e < tokens_.size(); ++e) blocks[tokens_[e] / kBlock] += residual_at(e) - p_[tokens_[e]];
+    double total = 0.0;
+    for (double& block : blocks) total += block = std::max(block, 0.0);  // cancellation never leaves less
+    if (!(total > 0.0)) return -1;
+    const double u = rng.uniform() * total;
+    double cumulative = 0.0;
+    std::size_t e = 0;
+    int last = -1;  // the last token of positive weight walked (round-off past the end)
+    for (int b = 0; b < count; ++b) {
+      const int begin = b * kBlock, end = std::min(V_, begin + kBlock);
+      if (cumulative + blocks[b] <= u) {
+        cumulative += blocks[b];
+        continue;
+      }
+      e = std::lower_bound(tokens_.begin() + e, tokens_.end(), begin) - tokens_.begin();
+      for (int i = begin; i < end; ++i) {
+        double w;
+        if (e < tokens_.size() && tokens_[e] == i) {
+          w = residual_at(e++);
+        } else {
+          w = p_[i];
+        }
+        if (w <= 0.0) continue;
+        last = i;
+        cumulative += w;
+        if (u < cumulative) return i;
+      }
+    }
+    if (last >= 0) return last;
+    for (int i = V_ - 1; i >= 0; --i) {  // round-off past every walked block: the last token of positive weight
+      const auto found = std::lower_bound(tokens_.begin(), tokens_.end(), i);
+      const double w = found != tokens_.end() && *found == i ? residual_at(found - tokens_.begin()) : p_[i];
+      if (w > 0.0) return i;
+    }
+    return -1;
+  }
+
+  ScaledRow p_{nullptr};
+  int V_ = 0;
+  std::vector<int> tokens_;       // the proposed tokens, increasing
+  std::vector<double> surplus_;   // s at each of them
+  double kept_ = 0.0;
 };
 
 }  // namespace multidraft

@@ -11,20 +11,18 @@
 
 namespace multidraft {
 
-// order: tokens with q > 0 by decreasing q/p; its first h tokens are H*. Returns p_i for the
-// outer tokens with q > 0, aligned with order[h], order[h + 1], ... Tokens with q = 0 come first
+// order: tokens with q > 0 by decreasing q/p; its first h tokens are H* (H: the subset scan's
+// prefix, with P(H*) and Q(H*)). Returns p_i for the outer tokens with q > 0, aligned with
+// order[h], order[h + 1], ... Tokens with q = 0 come first
 // in the increasing-ratio order and get p_i = 0: removing one from H_j only lowers psi by p(v),
 // so the cumulative minimum moves with psi and p(v) + m_{i+1} - m_i = 0. The pass therefore
 // starts at H* ∪ (outer support), O(k) not O(V).
-inline std::vector<double> outer_row_targets(const double* p, const double* q, int n,
-                                             const std::vector<int>& order, int h) {
+template <class Row>
+std::vector<double> outer_row_targets(const Row& p, const Row& q, int n, const std::vector<int>& order,
+                                      const IidPrefix& H) {
   // v_0 .. v_{K-1}: the outer tokens with q > 0 by increasing q/p.
-  const std::vector<int> outer(order.rbegin(), order.rend() - h);
-  double PH = 0.0, QH = 0.0;
-  for (int m = 0; m < h; ++m) {
-    PH += p[order[m]];
-    QH += q[order[m]];
-  }
+  const std::vector<int> outer(order.rbegin(), order.rend() - H.length);
+  const double PH = H.target_mass, QH = H.draft_mass;
   const int K = static_cast<int>(outer.size());
   // psi(H_j) for H_j = H* ∪ {v_j .. v_{K-1}}; j = K is H* itself.
   std::vector<double> suffix_p(K + 1, 0.0), suffix_q(K + 1, 0.0), cumulative_min(K + 1);
@@ -44,17 +42,6 @@ inline std::vector<double> outer_row_targets(const double* p, const double* q, i
   return targets;
 }
 
-// Scales residual masses to a law in place; empty when no residual mass is left (alpha = 1).
-inline std::vector<double> normalised_law(std::vector<double> residual) {
-  double total = 0.0;
-#pragma omp simd reduction(+ : total)  // O(V) on every plan: keep it one vectorised pass
-  for (std::size_t i = 0; i < residual.size(); ++i) total += residual[i];
-  if (!(total > 0.0)) return {};
-  const double scale = 1.0 / total;  // within an ulp of dividing, at a fraction of the cost
-  for (double& x : residual) x *= scale;
-  return residual;
-}
-
 // Normalised rejection law (p - rows)^+ / sum.
 inline std::vector<double> residual_law(const double* p, const double* rows, int V) {
   std::vector<double> residual(V);
@@ -64,23 +51,31 @@ inline std::vector<double> residual_law(const double* p, const double* rows, int
 }
 
 // Everything the complementary-slackness split of i.i.d. drafts knows before any flow or convex
-// solve: the ratio order, H* (its first h tokens), the outer row targets p_i, and the rejection
+// solve: the draft support, its ratio order, H* (its first h tokens), the outer row targets p_i, and the rejection
 // law rho(i) = (p(i) - p_i) / sum_j (p(j) - p_j) on V \ H* (inner rows saturate at p on H*).
 // Only the law is V long: the rows are kept for the outer tokens with q > 0 (p_i = 0 elsewhere).
 // Callers that do not need the law (exact Global Resolution) skip it.
 struct IidSplit {
+  std::vector<int> support;  // the tokens with q > 0, increasing
   std::vector<int> order;
   int h = 0;
+  double draft_mass_H = 0.0, draft_mass = 0.0;  // Q(H*), Q(support)
   SubsetSolution subset;
   std::vector<double> outer_rows;  // p_i of order[h + j] at j
   std::vector<double> law;
 
-  IidSplit(const double* p, const double* q, int V, int n, bool with_law = true)
-      : order(decreasing_ratio_order(p, q, V)) {
-    subset = iid_optimal_subset(p, q, V, n, order, &h);
-    outer_rows = outer_row_targets(p, q, n, order, h);
+  template <class Row>
+  IidSplit(const Row& p, const Row& q, int V, int n, bool with_law = true)
+      : support(draft_support(stored(q), V)), order(decreasing_ratio_order(p, q, support)) {
+    IidPrefix H;
+    subset = iid_optimal_subset(p, q, V, n, order, &H);
+    h = H.length;
+    draft_mass_H = H.draft_mass;
+    draft_mass = H.total_draft_mass;
+    outer_rows = outer_row_targets(p, q, n, order, H);
     if (!with_law) return;
-    std::vector<double> residual(p, p + V);
+    std::vector<double> residual(V);
+    for (int i = 0; i < V; ++i) residual[i] = p[i];
     for (int k = 0; k < h; ++k) residual[order[k]] = 0.0;  // inner rows saturate at p on H*
     for (std::size_t j = 0; j < outer_rows.size(); ++j) {
       const int v = order[h + j];

@@ -24,31 +24,67 @@ inline std::uint64_t decreasing_key(double x) { return ~increasing_key(x); }
 
 // Positions 0 .. count-1 sorted by increasing key(position), ties in increasing position
 // (stable). Small inputs use a comparison sort (the radix passes' histograms cost more there).
+// Larger ones are radix sorted by their 32 leading varying key bits (8-byte entries, a pass per
+// byte that varies: token ids take two; doubles keep the exponent and ~20 bits of mantissa),
+// then an insertion pass orders the entries those bits left tied by their full keys, rarely more
+// than a neighbour apart; when it would move entries far, a comparison sort finishes instead. The
+// buffers are a per-thread workspace: the plans sort on every call, a few thousand entries each.
 template <class Key>
 std::vector<int> positions_by_key(int count, Key key) {
   struct Item {
-    std::uint64_t key;
+    std::uint32_t lead;  // the leading varying bits of the key
     int position;
   };
-  std::vector<Item> items(count), buffer(count);
-  for (int j = 0; j < count; ++j) items[j] = {key(j), j};
+  constexpr int kBits = 8, kBuckets = 1 << kBits, kPasses = 32 / kBits;
+  struct Workspace {
+    std::vector<std::uint64_t> keys;
+    std::vector<Item> items, buffer;
+    std::array<std::array<int, kBuckets>, kPasses> histogram;
+  };
+  thread_local Workspace workspace;
+  std::vector<std::uint64_t>& keys = workspace.keys;
+  std::vector<Item>& items = workspace.items;
+  keys.resize(count);
+  items.resize(count);
+  std::uint64_t varying = 0;  // the bits in which some key differs from the first
+  for (int j = 0; j < count; ++j) {
+    keys[j] = key(j);
+    varying |= keys[j] ^ keys[0];
+  }
+  auto before = [&](const Item& a, const Item& b) {
+    return keys[a.position] < keys[b.position] || (keys[a.position] == keys[b.position] && a.position < b.position);
+  };
+  int shift = 0;  // the lead is key >> shift
+  while (shift < 32 && (varying >> shift) >= (std::uint64_t{1} << 32)) shift += kBits;
+  for (int j = 0; j < count; ++j) items[j] = {static_cast<std::uint32_t>(keys[j] >> shift), j};
   constexpr int kSmall = 128;
   if (count <= kSmall) {
-    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.key < b.key; });
+    std::sort(items.begin(), items.end(), before);
   } else {
-    constexpr int kBits = 8, kBuckets = 1 << kBits, kPasses = (64 + kBits - 1) / kBits;
-    std::vector<std::array<int, kBuckets>> histogram(kPasses);
-    for (auto& h : histogram) h.fill(0);
+    const std::uint64_t lead_varying = varying >> shift;
+    std::vector<Item>& buffer = workspace.buffer;
+    buffer.resize(count);
+    int shifts[kPasses], passes = 0;
+    for (int pass = 0; pass < kPasses; ++pass)
+      if ((lead_varying >> (pass * kBits)) & (kBuckets - 1)) shifts[passes++] = pass * kBits;
+    auto& histogram = workspace.histogram;
+    for (int pass = 0; pass < passes; ++pass) histogram[pass].fill(0);
     for (const Item& item : items)
-      for (int pass = 0; pass < kPasses; ++pass) ++histogram[pass][(item.key >> (pass * kBits)) & (kBuckets - 1)];
-    for (int pass = 0; pass < kPasses; ++pass) {
+      for (int pass = 0; pass < passes; ++pass) ++histogram[pass][(item.lead >> shifts[pass]) & (kBuckets - 1)];
+    for (int pass = 0; pass < passes; ++pass) {  // least significant byte first: stable passes
       std::array<int, kBuckets>& start = histogram[pass];
-      const int shift = pass * kBits;
-      if (start[(items[0].key >> shift) & (kBuckets - 1)] == count) continue;  // one bucket: order unchanged
       std::exclusive_scan(start.begin(), start.end(), start.begin(), 0);
-      for (const Item& item : items) buffer[start[(item.key >> shift) & (kBuckets - 1)]++] = item;
+      for (const Item& item : items) buffer[start[(item.lead >> shifts[pass]) & (kBuckets - 1)]++] = item;
       items.swap(buffer);
     }
+    long moves = 0;
+    for (int i = 1; shift > 0 && i < count && moves <= 8L * count; ++i) {
+      const Item current = items[i];
+      int j = i;
+      for (; j > 0 && before(current, items[j - 1]); --j, ++moves) items[j] = items[j - 1];
+      items[j] = current;
+    }
+    if (moves > 8L * count) std::sort(items.begin(), items.end(), before);  // many ties in the leading bits
   }
   std::vector<int> positions(count);
   for (int j = 0; j < count; ++j) positions[j] = items[j].position;

@@ -19,8 +19,10 @@ inline double sps_acceptance(const double* p, const double* q, int V) {
 // accept y with probability min(1, p(y)/q(y)), else draw from (p - q)^+ / sum (p - q)^+.
 // Requires q(y) > 0. The residual mass is summed directly (not taken as 1 - beta) and guarded:
 // when it vanishes the acceptance probability is 1 up to round-off and the rejection branch
-// falls back to p itself, which keeps the law a distribution.
-inline void sps_transport(const double* p, const double* q, int V, int draft, double* out) {
+// falls back to p itself, which keeps the law a distribution. Rows: `const double*` or ScaledRow
+// (distribution.hpp), as for every function below.
+template <class Row>
+void sps_transport(const Row& p, const Row& q, int V, int draft, double* out) {
   const double accept = std::min(1.0, p[draft] / q[draft]);
   double residual_mass = 0.0;
   for (int i = 0; i < V; ++i) residual_mass += std::max(p[i] - q[i], 0.0);
@@ -34,21 +36,21 @@ inline void sps_transport(const double* p, const double* q, int V, int draft, do
 }
 
 // One token of sps_transport's law without writing it: the acceptance test, and only on rejection
-// one pass over (p - q)^+ (p itself when that vanishes, as above). The laws may be given as rows
-// and scales (p_scale p and q_scale q, each entry scaled as it is read: the products a normalised
-// copy would hold, without writing one).
-inline int sps_sample(const double* p, const double* q, int V, int draft, Rng& rng, double p_scale = 1.0,
-                      double q_scale = 1.0) {
-  if (rng.uniform() < std::min(1.0, p[draft] * p_scale / (q[draft] * q_scale))) return draft;
-  const int token = sample_index_by(V, rng, [=](int i) { return p[i] * p_scale - q[i] * q_scale; });
-  return token >= 0 ? token : sample_index_by(V, rng, [=](int i) { return p[i] * p_scale; });
+// one pass over (p - q)^+ (p itself when that vanishes, as above).
+template <class Row>
+int sps_sample(const Row& p, const Row& q, int V, int draft, Rng& rng) {
+  if (rng.uniform() < std::min(1.0, p[draft] / q[draft])) return draft;
+  // the rows by value: a copy's pointers and scales stay in registers, so the passes vectorise
+  const int token = sample_index_by(V, rng, [p, q](int i) { return p[i] - q[i]; });
+  return token >= 0 ? token : sample_index_by(V, rng, [p](int i) { return p[i]; });
 }
 
 // Naive rejection ([NH]): draw Z ~ p independently of the drafts and accept iff Z is one of
 // them. Its output law is p whatever the drafts; with n i.i.d. drafts from q its acceptance is
 // sum_i p(i) (1 - (1 - q(i))^n) ([GR] spec §3: a lower bound on alpha*).
 // p is accepted within 1e-6 of mass 1; the law Z ~ p is p over its own mass.
-inline void naive_transport(const double* p, int V, double* out) {
+template <class Row>
+void naive_transport(const Row& p, int V, double* out) {
   double mass = 0.0;
   for (int i = 0; i < V; ++i) mass += p[i];
   for (int i = 0; i < V; ++i) out[i] = p[i] / mass;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "multidraft/distribution.hpp"
 #include "multidraft/draft_scheme.hpp"
 
 namespace multidraft {
@@ -20,16 +21,11 @@ struct SpecHub {
   double hub_after_a_x = 0.0;     // pa2 = (p(a) - S_ai)^+
 };
 
-// Normalises r in place; a vanishing r (the rejection has probability 0 up to round-off) becomes
-// p normalised, so the law stays well defined.
-inline void normalise_residual(std::vector<double>& r, const double* p, int V) {
-  double mass = 0.0;
-  for (double x : r) mass += x;
-  if (!(mass > 0.0)) {
-    r.assign(p, p + V);
-    for (double x : r) mass += x;
-  }
-  for (double& x : r) x /= mass;
+// r as a law; a vanishing r (the rejection has probability 0 up to round-off) becomes p
+// normalised, so the law stays well defined.
+inline std::vector<double> residual_or_target(std::vector<double> r, const double* p, int V) {
+  r = normalised_law(std::move(r));
+  return r.empty() ? normalised_law(std::vector<double>(p, p + V)) : r;
 }
 
 // Precomputation, O(V) (the paper's GetResidual applied to Q(., a), then to Q(a, .)).
@@ -42,7 +38,7 @@ inline SpecHub spechub_prepare(const double* p, const double* q, int V) {
   h.residual.assign(V, 0.0);
   if (!(h.off_hub > 0.0)) {  // one-token support: the residual of speculative sampling, (p - q)^+ = p off a
     for (int x = 0; x < V; ++x) h.residual[x] = x == a ? 0.0 : p[x];
-    normalise_residual(h.residual, p, V);
+    h.residual = residual_or_target(std::move(h.residual), p, V);
     return h;
   }
   for (int x = 0; x < V; ++x) {
@@ -55,7 +51,7 @@ inline SpecHub spechub_prepare(const double* p, const double* q, int V) {
   }
   h.hub_after_a_x = std::max(p[a] - h.leftover_a_x, 0.0);
   h.residual[a] = std::max(h.hub_after_a_x - h.leftover_x_a, 0.0);  // 0 exactly (Corollary 1)
-  normalise_residual(h.residual, p, V);
+  h.residual = residual_or_target(std::move(h.residual), p, V);
   return h;
 }
 

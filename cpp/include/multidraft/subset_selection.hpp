@@ -12,6 +12,7 @@
 
 #include "multidraft/bits.hpp"
 #include "multidraft/compensated_sum.hpp"
+#include "multidraft/distribution.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/min_cut.hpp"
 #include "multidraft/network_builders.hpp"
@@ -34,40 +35,12 @@ inline double integer_power(double x, int n) {
   return result;
 }
 
-// The tokens with q > 0, in increasing id. A block of 16 without one is skipped after a vector
-// maximum (a draft top-k leaves most of them empty; a maximum of doubles vectorises on every
-// x86-64 level); a block with one gets a bit mask of its kept tokens, walked bit by bit, not a
-// branch per token, which would be mispredicted at nearly every kept token.
-inline std::vector<int> draft_support(const double* q, int V) {
-  constexpr int kBlock = 16;
-  std::vector<int> support(kBlock);
-  int count = 0;
-  for (int begin = 0; begin < V; begin += kBlock) {
-    const double* x = q + begin;
-    const int size = std::min(V - begin, kBlock);
-    double largest = 0.0;
-    unsigned mask = 0;
-    if (size == kBlock) {  // a fixed trip count: both loops stay vector code where inlined
-#pragma omp simd reduction(max : largest)
-      for (int j = 0; j < kBlock; ++j) largest = x[j] > largest ? x[j] : largest;
-      if (!(largest > 0.0)) continue;
-#pragma omp simd reduction(| : mask)
-      for (int j = 0; j < kBlock; ++j) mask |= static_cast<unsigned>(x[j] > 0.0) << j;
-    } else {
-      for (int j = 0; j < size; ++j) mask |= static_cast<unsigned>(x[j] > 0.0) << j;
-    }
-    if (count + kBlock > static_cast<int>(support.size())) support.resize(2 * support.size());
-    for (; mask != 0; mask &= mask - 1) support[count++] = begin + lowest_set_bit(mask);
-  }
-  support.resize(count);
-  return support;
-}
-
-// Tokens with q > 0 sorted by decreasing q/p (p = 0 counts as +inf), ties by token id. The
+// The draft support (draft_support: the tokens with q > 0, increasing) sorted by decreasing q/p
+// (p = 0 counts as +inf), ties by token id. The
 // ratios are keys of a radix sort (radix_sort.hpp): division rounds monotonically, so the order
 // never inverts two ratios, it can only tie ratios within an ulp (which then go by token id).
-inline std::vector<int> decreasing_ratio_order(const double* p, const double* q, int V) {
-  std::vector<int> order = draft_support(q, V);
+template <class Row>
+std::vector<int> decreasing_ratio_order(const Row& p, const Row& q, std::vector<int> order) {
   sort_by_key(order, [&](int t) {
     return decreasing_key(p[t] > 0.0 ? q[t] / p[t] : std::numeric_limits<double>::infinity());
   });
@@ -77,11 +50,20 @@ inline std::vector<int> decreasing_ratio_order(const double* p, const double* q,
 // i.i.d. drafts (spec §2.1): some minimiser is a prefix of the decreasing-q/p order; the
 // shortest prefix attaining the minimum (ties within 1e-15 resolved toward it) is H*.
 // For n >= 2 minimisers never split a group of equal ratios, so the tie order is irrelevant.
-// Returns the prefix length h through `prefix_length` when asked (the polymatroid pass needs it).
-inline SubsetSolution iid_optimal_subset(const double* p, const double* q, int V, int n,
-                                         const std::vector<int>& order, int* prefix_length = nullptr) {
+// The prefix H* that iid_optimal_subset found: its length h, its target and draft masses, and
+// the draft mass of the whole order (the scan's compensated sums, for the passes that follow).
+struct IidPrefix {
+  int length = 0;
+  double target_mass = 0.0, draft_mass = 0.0;  // P(H*), Q(H*)
+  double total_draft_mass = 0.0;               // Q of every token in the order
+};
+
+// Returns the prefix through `prefix` when asked (the polymatroid pass and Global Resolution).
+template <class Row>
+SubsetSolution iid_optimal_subset(const Row& p, const Row& q, int V, int n, const std::vector<int>& order,
+                                  IidPrefix* prefix = nullptr) {
   CompensatedSum P, Q;
-  double best = 0.0;
+  double best = 0.0, best_P = 0.0, best_Q = 0.0;
   int best_length = 0;
   for (std::size_t m = 0; m < order.size(); ++m) {
     P.add(p[order[m]]);
@@ -90,17 +72,19 @@ inline SubsetSolution iid_optimal_subset(const double* p, const double* q, int V
     if (psi < best - 1e-15) {
       best = psi;
       best_length = static_cast<int>(m) + 1;
+      best_P = P.value();
+      best_Q = Q.value();
     }
   }
   if (-best < 1e-13) {  // snap: H* = empty set and alpha* = 1, error at most 1e-13 (spec §2.1)
-    best = 0.0;
+    best = best_P = best_Q = 0.0;
     best_length = 0;
   }
+  if (prefix) *prefix = {best_length, best_P, best_Q, Q.value()};
   SubsetSolution solution;
   solution.alpha = std::clamp(1.0 + best, 0.0, 1.0);
   solution.in_H.assign(V, 0);
   for (int m = 0; m < best_length; ++m) solution.in_H[order[m]] = 1;
-  if (prefix_length) *prefix_length = best_length;
   return solution;
 }
 
@@ -199,7 +183,7 @@ inline SubsetSolution optimal_subset(const double* p, const DraftScheme& scheme)
   const int V = scheme.vocabulary_size();
   if (scheme.kind() == SchemeKind::iid) {
     const double* q = scheme.row(0);
-    return iid_optimal_subset(p, q, V, scheme.n(), decreasing_ratio_order(p, q, V));
+    return iid_optimal_subset(p, q, V, scheme.n(), decreasing_ratio_order(p, q, draft_support(q, V)));
   }
   if (scheme.kind() == SchemeKind::independent && scheme.n() == 2) return pairwise_optimal_subset(p, scheme);
   return network_optimal_subset(p, scheme);

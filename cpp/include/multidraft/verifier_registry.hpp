@@ -4,7 +4,10 @@
 // and optionally
 //   int sample(const int* drafts, Rng& rng) const;          // one verified token, no law written
 // (plan_sampling.hpp picks it when present); drafts are drawable (check_drawable) before either is
-// called. Its draft law is the DraftScheme of the options' kind. A verifier is registered by one
+// called. Its draft law is the DraftScheme of the options' kind. A plan maker takes the rows as
+// `const double*` (normalised rows) or as ScaledRow (distribution.hpp: the caller's rows read in
+// place with their scales, no normalised copy); the batched calls hand each maker the rows it
+// takes. A verifier is registered by one
 // entry of with_verifier below: how heavy a row is, how its plan is built, and its exact
 // acceptance. Adding a verifier is its header (the plan and the acceptance) plus that entry; the
 // bindings and the Python classes dispatch by name.
@@ -49,18 +52,20 @@ struct VerifierWork {
   RowWork plan, acceptance;
 };
 
-// Plans of the single-pass verifiers (views of the caller's rows).
+// Plans of the single-pass verifiers (views of the caller's rows, read with their scales).
 struct SpsPlan {
-  const double *p, *q;
+  ScaledRow p, q;
   int V;
   void transport(const int* drafts, double* out) const { sps_transport(p, q, V, drafts[0], out); }
   int sample(const int* drafts, Rng& rng) const { return sps_sample(p, q, V, drafts[0], rng); }
 };
 struct NaivePlan {
-  const double* p;
+  ScaledRow p;
   int V;
   void transport(const int*, double* out) const { naive_transport(p, V, out); }
-  int sample(const int*, Rng& rng) const { return sample_index(p, V, rng); }
+  int sample(const int*, Rng& rng) const {
+    return sample_index_by(V, rng, [row = p](int i) { return row[i]; });  // by value, as in sps_sample
+  }
 };
 struct RrsPlan {
   const double *p, *q;
@@ -84,17 +89,18 @@ struct SpecHubPlan {  // residuals prepared once per (p, q) row
 };
 
 // The registry: calls visit(work, make, acceptance) for `method`, where work is a VerifierWork,
-//   make(p, q, V, n) -> std::unique_ptr<Plan>   builds the plan of one (p, q) row, and
+//   make(p, q, V, n) -> std::unique_ptr<Plan>   builds the plan of one (p, q) row (rows as above), and
 //   acceptance(p, q, V, n) -> double            is the method's exact expected acceptance.
 // q is one row of V (or n rows for independent drafts); the options are those of the call.
 template <class Visit>
 decltype(auto) with_verifier(const std::string& method, const VerifierOptions& o, Visit visit) {
   using P = const double*;
+  using S = const ScaledRow&;
   if (method == "sps")
-    return visit(VerifierWork(RowWork::light), [](P p, P q, int V, int) { return std::make_unique<SpsPlan>(SpsPlan{p, q, V}); },
+    return visit(VerifierWork(RowWork::light), [](S p, S q, int V, int) { return std::make_unique<SpsPlan>(SpsPlan{p, q, V}); },
                  [](P p, P q, int V, int) { return sps_acceptance(p, q, V); });
   if (method == "naive")
-    return visit(RowWork::light, [](P p, P, int V, int) { return std::make_unique<NaivePlan>(NaivePlan{p, V}); },
+    return visit(RowWork::light, [](S p, S, int V, int) { return std::make_unique<NaivePlan>(NaivePlan{p, V}); },
                  [](P p, P q, int V, int n) { return naive_acceptance(p, q, V, n); });
   if (method == "rrs")  // without replacement, the acceptance sums over draft prefixes
     return visit(VerifierWork(RowWork::light, o.without_replacement ? RowWork::heavy : RowWork::light),
@@ -122,10 +128,10 @@ decltype(auto) with_verifier(const std::string& method, const VerifierOptions& o
     return visit(RowWork::heavy, [&](P p, P q, int V, int n) { return std::make_unique<SlacknessPlan>(p, q, V, o.kind, n); },
                  optimum);
   if (method == "global_resolution") {
-    auto make = [&](P p, P q, int V, int n) {
+    auto make = [&](S p, S q, int V, int n) {
       return std::make_unique<GlobalResolutionVerifierPlan>(p, q, V, n, o.global_resolution, o.fallback);
     };
-    return visit(RowWork::heavy, make, [make](P p, P q, int V, int n) { return make(p, q, V, n)->alpha(); });
+    return visit(RowWork::heavy, make, [make](P p, P q, int V, int n) { return make({p}, {q}, V, n)->alpha(); });
   }
   throw std::invalid_argument("internal: unknown verifier method '" + method + "'");
 }

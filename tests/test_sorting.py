@@ -1,0 +1,33 @@
+"""The core's sort of plan keys (radix_sort.hpp: a radix sort of the leading key bits, an
+insertion pass, a comparison sort when ties in the leading bits are many) against NumPy's stable
+argsort, on the keys the plans sort (doubles' bit patterns, decreasing keys, token ids) and on
+adversarial ones (all equal, ties, keys equal in their leading 32 varying bits)."""
+import numpy as np
+import pytest
+
+from multidraft import _core
+
+
+def double_keys(x):
+    return np.ascontiguousarray(x, dtype=np.float64).view(np.uint64)
+
+
+def cases():
+    rng = np.random.default_rng(5)
+    for count in (0, 1, 7, 128, 129, 1000, 5000):
+        yield f"doubles-{count}", double_keys(rng.exponential(size=count) ** 3)
+        yield f"decreasing-{count}", ~double_keys(rng.dirichlet(np.full(max(count, 1), 0.3))[:count])
+        yield f"ids-{count}", rng.integers(0, 32000, size=count).astype(np.uint64)
+    yield "all-equal", np.full(3000, 12345, dtype=np.uint64)
+    yield "few-values", double_keys(rng.choice([0.1, 0.2, 0.5, np.inf], size=2000))
+    base = double_keys(np.array([0.3]))[0]  # keys that differ only below their leading 32 varying bits
+    yield "tied-leading-bits", base + rng.integers(0, 2**20, size=3000).astype(np.uint64)
+    yield "half-tied", np.concatenate([base + rng.integers(0, 2**20, size=500).astype(np.uint64),
+                                       double_keys(rng.exponential(size=500))])
+    yield "sorted", np.sort(double_keys(rng.exponential(size=2000)))
+    yield "reversed", np.sort(double_keys(rng.exponential(size=2000)))[::-1].copy()
+
+
+@pytest.mark.parametrize("name,keys", list(cases()), ids=[name for name, _ in cases()])
+def test_positions_by_key_is_a_stable_argsort(name, keys):
+    np.testing.assert_array_equal(_core._testing.positions_by_key(keys), np.argsort(keys, kind="stable"))
