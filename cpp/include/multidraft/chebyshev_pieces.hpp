@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <numeric>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -157,13 +159,13 @@ class ChebyshevPieces {
   std::vector<double> node_y_;
 };
 
-// Points placed on a ChebyshevPieces grid, given in increasing order so that each piece's
+// Points placed on a ChebyshevPieces grid, given grouped by piece so that each piece's
 // points are a contiguous range: interpolation is then Clenshaw's recurrence with one set of
 // coefficients per range, vectorised across points, with no sorting or gathering.
 class ChebyshevPoints {
  public:
-  // Places the points u[0..count) (log coordinates, non-decreasing) and marks their pieces
-  // occupied.
+  // Places the points u[0..count) (log coordinates, grouped by piece in increasing piece order:
+  // SortedPoints::place) and marks their pieces occupied.
   void place(ChebyshevPieces& grid, const double* u, int count) {
     const int pieces = grid.pieces();
     piece_.resize(count);
@@ -229,27 +231,13 @@ class ChebyshevPoints {
   std::vector<double> local_;
 };
 
-// A permutation sorting x increasingly, refreshed from the previous one by insertion (Newton
-// iterates keep most of their order), or by a full (radix) sort when that would take long.
-inline void sort_increasing(const Eigen::VectorXd& x, std::vector<int>& order) {
-  const int m = static_cast<int>(x.size());
-  if (static_cast<int>(order.size()) == m) {
-    long moves = 0;
-    for (int i = 1; i < m && moves <= 8L * m; ++i) {
-      const int current = order[i];
-      int j = i;
-      for (; j > 0 && x[order[j - 1]] > x[current]; --j, ++moves) order[j] = order[j - 1];
-      order[j] = current;
-    }
-    if (moves <= 8L * m) return;
-  }
-  order = positions_by_key(m, [&](int i) { return increasing_key(x[i]); });  // x = e^a > 0
-}
-
-// The variables sorted by x and their points y_j = c + x_j placed on a grid covering them: where
-// PairSums starts, computed once per evaluation (ConvexObjective::evaluate).
+// The variables and their points y_j = c + x_j placed on a grid covering them, grouped by piece
+// (ChebyshevPoints wants each piece's points contiguous, in any order within the piece): a
+// counting sort by piece index, two passes over the variables, where sorting by x took a radix
+// sort and its insertion fix-up on every evaluation. Where PairSums starts, computed once per
+// evaluation (ConvexObjective::evaluate).
 struct SortedPoints {
-  std::vector<int> order;   // variables by increasing x
+  std::vector<int> order;   // variables by piece (stable: increasing variable within a piece)
   Eigen::VectorXd x, u;     // x in that order; log (c + x)
   ChebyshevPieces grid;
   ChebyshevPoints points;
@@ -257,19 +245,34 @@ struct SortedPoints {
 
   void place(const Eigen::VectorXd& power, double c) {
     const int m = static_cast<int>(power.size());
-    sort_increasing(power, order);
+    logs_.resize(m);
+    const double* __restrict powers = power.data();
+    double* __restrict logs = logs_.data();
+    double low = std::numeric_limits<double>::infinity(), high = -low;
+#pragma omp simd reduction(min : low) reduction(max : high)
+    for (int k = 0; k < m; ++k) {
+      logs[k] = log_positive(c + powers[k]);
+      low = std::min(low, logs[k]);
+      high = std::max(high, logs[k]);
+    }
+    grid.cover(low, high);
+    piece_.resize(m);
+    start_.assign(grid.pieces() + 1, 0);
+    for (int k = 0; k < m; ++k) ++start_[(piece_[k] = grid.piece_of(logs[k])) + 1];
+    std::partial_sum(start_.begin(), start_.end(), start_.begin());
+    order.resize(m);
+    for (int k = 0; k < m; ++k) order[start_[piece_[k]]++] = k;
     x.resize(m);
     u.resize(m);
-    for (int j = 0; j < m; ++j) x[j] = power[order[j]];
-    const double* __restrict xs = x.data();
-    double* __restrict logs = u.data();
-#pragma omp simd
-    for (int j = 0; j < m; ++j) logs[j] = log_positive(c + xs[j]);
-    grid.cover(logs[0], logs[m - 1]);
-    points.place(grid, logs, m);
+    for (int j = 0; j < m; ++j) x[j] = powers[order[j]], u[j] = logs[order[j]];
+    points.place(grid, u.data(), m);
     active = grid.active_nodes();
   }
   int size() const { return static_cast<int>(x.size()); }
+
+ private:
+  std::vector<double> logs_;          // log (c + x) by variable
+  std::vector<int> piece_, start_;    // each variable's piece; the pieces' fill pointers
 };
 
 // The Stieltjes transforms of the point masses q_k at x_k at the nodes of the occupied pieces:

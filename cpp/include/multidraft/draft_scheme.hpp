@@ -38,29 +38,31 @@ inline void multiply_by_token_factor(const double* in, double q, int n, double* 
   }
 }
 
-// The tokens with q > 0, in increasing id (the one support scan: schemes, plans, checks). A block of 16 without one is skipped after a vector
-// maximum (a draft top-k leaves most of them empty; a maximum of doubles vectorises on every
-// x86-64 level); a block with one gets a bit mask of its kept tokens, walked bit by bit, not a
-// branch per token, which would be mispredicted at nearly every kept token.
+// The tokens with q > 0, in increasing id (the one support scan: schemes, plans, checks). Blocks
+// of 64 tokens: a vector compare gives each block's bit mask of kept tokens (positive_mask64),
+// an empty block is skipped, a full one written without looking at its bits, and the others walked
+// bit by bit: a branch per block, not per token, which a draft top-k would mispredict at nearly
+// every kept token.
 inline std::vector<int> draft_support(const double* q, int V) {
-  constexpr int kBlock = 16;
+  constexpr int kBlock = 64;
   std::vector<int> support(kBlock);
   int count = 0;
   for (int begin = 0; begin < V; begin += kBlock) {
-    const double* x = q + begin;
-    const int size = std::min(V - begin, kBlock);
-    double largest = 0.0;
-    unsigned mask = 0;
-    if (size == kBlock) {  // a fixed trip count: both loops stay vector code where inlined
-#pragma omp simd reduction(max : largest)
-      for (int j = 0; j < kBlock; ++j) largest = x[j] > largest ? x[j] : largest;
-      if (!(largest > 0.0)) continue;
-#pragma omp simd reduction(| : mask)
-      for (int j = 0; j < kBlock; ++j) mask |= static_cast<unsigned>(x[j] > 0.0) << j;
+    std::uint64_t mask = 0;
+    if (V - begin >= kBlock) {
+      mask = positive_mask64(q + begin);
     } else {
-      for (int j = 0; j < size; ++j) mask |= static_cast<unsigned>(x[j] > 0.0) << j;
+      for (int j = 0; j < V - begin; ++j) mask |= static_cast<std::uint64_t>(q[begin + j] > 0.0) << j;
     }
+    if (mask == 0) continue;
     if (count + kBlock > static_cast<int>(support.size())) support.resize(2 * support.size());
+    if (mask == ~std::uint64_t{0}) {
+      int* __restrict out = support.data() + count;
+#pragma omp simd
+      for (int j = 0; j < kBlock; ++j) out[j] = begin + j;
+      count += kBlock;
+      continue;
+    }
     for (; mask != 0; mask &= mask - 1) support[count++] = begin + lowest_set_bit(mask);
   }
   support.resize(count);
