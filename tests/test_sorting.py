@@ -1,7 +1,8 @@
 """The core's sort of plan keys (radix_sort.hpp: a radix sort of the leading key bits, an
 insertion pass, a comparison sort when ties in the leading bits are many) against NumPy's stable
 argsort, on the keys the plans sort (doubles' bit patterns, decreasing keys, token ids) and on
-adversarial ones (all equal, ties, keys equal in their leading 32 varying bits)."""
+adversarial ones (all equal, ties, keys equal in their leading 32 varying bits); and the scan of a
+draft row's support (draft_support) against np.flatnonzero."""
 import numpy as np
 import pytest
 
@@ -31,3 +32,25 @@ def cases():
 @pytest.mark.parametrize("name,keys", list(cases()), ids=[name for name, _ in cases()])
 def test_positions_by_key_is_a_stable_argsort(name, keys):
     np.testing.assert_array_equal(_core._testing.positions_by_key(keys), np.argsort(keys, kind="stable"))
+
+
+def support_cases():
+    """Rows for the support scan (64-token blocks): sparse, dense, all-positive blocks next to
+    empty ones, lengths off the block size, tiny and negative-zero entries."""
+    rng = np.random.default_rng(6)
+    for V in (1, 5, 63, 64, 65, 127, 128, 1000, 32000, 32007):
+        for density in (0.0, 0.01, 0.3, 1.0):
+            q = np.where(rng.random(V) < density, rng.random(V), 0.0)
+            yield f"V{V}-d{density}", q
+    blocks = np.zeros(64 * 6)
+    blocks[64:128] = 1.0            # a full block between empty ones
+    blocks[200] = 5e-324            # the smallest subnormal counts
+    blocks[300:364] = 1.0
+    blocks[301] = -0.0              # minus zero does not
+    yield "blocks", blocks
+    yield "last-only", np.concatenate([np.zeros(32006), [1.0]])
+
+
+@pytest.mark.parametrize("name,q", list(support_cases()), ids=[name for name, _ in support_cases()])
+def test_draft_support_is_flatnonzero(name, q):
+    np.testing.assert_array_equal(_core._testing.draft_support(q), np.flatnonzero(q > 0))

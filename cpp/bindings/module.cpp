@@ -370,6 +370,16 @@ void bind_testing(py::module_& m) {
       },
       py::arg("keys"));
 
+  // draft_support (draft_scheme.hpp: the tokens with q > 0 by 64-token masks), against
+  // np.flatnonzero in tests.
+  t.def(
+      "draft_support",
+      [](const Doubles& q) {
+        const std::vector<int> support = draft_support(q.data(), static_cast<int>(q.shape(0)));
+        return Ints(static_cast<py::ssize_t>(support.size()), std::vector<std::int64_t>(support.begin(), support.end()).data());
+      },
+      py::arg("q"));
+
   t.def(
       "global_resolution_plan",
       [](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
