@@ -117,6 +117,31 @@ def test_batched_transport_equals_rows(config):
     np.testing.assert_allclose(batched, rows, rtol=0, atol=1e-15)
 
 
+@pytest.mark.parametrize("config", [c for c in CONFIGS if c.make().core_method and c.make().scheme_kind != "independent"],
+                         ids=lambda c: c.id)
+def test_one_numpy_row_is_verified_in_one_core_call_like_a_batch(config):
+    """Verifier.verify's per-token path (one float64 row, int64 drafts: checked and verified by
+    _core.verify_row) is taken and gives the batched call's token, for rows off 1 by 5e-7 too (read
+    with their scales); a row or draft the core refuses falls through to the general path's errors."""
+    v, p, q, drafts = batch_of(config, B=6)
+    p = p * (1.0 + 5e-7)
+    for b in range(len(p)):
+        token = v._verify_row(p[b], q[b], drafts[b], b)
+        assert token is not None
+        assert v.verify(p[b], q[b], drafts[b], b) == (token, token in drafts[b])
+        tokens, _ = v.verify(p[b:b + 1], q[b:b + 1], drafts[b:b + 1], [b])
+        assert token == tokens[0]
+    out_of_range = drafts[0].copy()
+    out_of_range[-1] = p.shape[1]
+    assert v._verify_row(p[0], q[0], out_of_range, 0) is None
+    with pytest.raises(ValueError, match="out of range"):
+        v.verify(p[0], q[0], out_of_range, 0)
+    assert v._verify_row(2.0 * p[0], q[0], drafts[0], 0) is None
+    with pytest.raises(ValueError, match="'p'"):
+        v.verify(2.0 * p[0], q[0], drafts[0], 0)
+    assert v._verify_row(p[0], q[0].astype(np.float32), drafts[0], 0) is None  # other dtypes: the general path
+
+
 ROW_RNG = {"seed_list": lambda: [5, 17, 2, 99, 3, 8], "int": lambda: 77,
            "generator": lambda: np.random.default_rng(77)}
 

@@ -261,6 +261,44 @@ Ints batched_verify(const std::string& method, const Doubles& p, const Doubles& 
   return out;
 }
 
+// The per-token path of Verifier.verify: one row p (V,), q (V,), C-contiguous float64, checked
+// and scaled in the call that verifies it (row_scale, distribution.hpp), drafts (n,) int64, one
+// seed. The token, as batched_verify gives it for the same row and seed; None when p or q is
+// refused or a draft is out of range, for the caller's general path to say what is wrong.
+py::object verify_row(const std::string& method, const py::array& p, const py::array& q, const py::array& drafts,
+                      std::uint64_t seed, const VerifierOptions& options, double tolerance) {
+  auto float64_row = [](const py::array& x) {
+    return x.ndim() == 1 && x.dtype().equal(py::dtype::of<double>()) && (x.flags() & py::array::c_style) != 0;
+  };
+  if (!float64_row(p) || !float64_row(q) || q.shape(0) != p.shape(0) || drafts.ndim() != 1 ||
+      !drafts.dtype().equal(py::dtype::of<std::int64_t>()) || (drafts.flags() & py::array::c_style) == 0 ||
+      options.kind == SchemeKind::independent)
+    throw std::invalid_argument("internal: verify_row takes float64 rows p, q (V,) and int64 drafts (n,)");
+  const int V = static_cast<int>(p.shape(0)), n = static_cast<int>(drafts.shape(0));
+  const double* pr = static_cast<const double*>(p.data());
+  const double* qr = static_cast<const double*>(q.data());
+  const std::int64_t* d = static_cast<const std::int64_t*>(drafts.data());
+  std::int64_t token = -1;
+  {
+    py::gil_scoped_release release;
+    double p_scale, q_scale;
+    const bool valid = row_scale(StridedRow<double>{pr, V, 1}, tolerance, p_scale) &&
+                       row_scale(StridedRow<double>{qr, V, 1}, tolerance, q_scale) &&
+                       std::all_of(d, d + n, [V](std::int64_t t) { return t >= 0 && t < V; });
+    if (valid) {
+      const std::vector<int> tuple = to_int(d, static_cast<std::size_t>(n));
+      with_verifier(method, options, [&](VerifierWork, auto make, auto) {
+        check_drawable(options.kind, qr, V, tuple.data(), n);
+        std::vector<double> rows, scratch;
+        const auto plan = make_plan(make, ScaledRow{pr, p_scale}, ScaledRow{qr, q_scale}, V, V, n, rows);
+        Rng rng(seed);
+        token = sample_verified(*plan, tuple.data(), V, rng, scratch);
+      });
+    }
+  }
+  return token >= 0 ? py::object(py::int_(token)) : py::object(py::none());
+}
+
 // Exact acceptance (B,) of the rows under `method` (the registry's acceptance).
 py::array_t<double> batched_acceptance(const std::string& method, const Doubles& p, const Doubles& q, int n,
                                        const VerifierOptions& options) {
@@ -429,6 +467,8 @@ PYBIND11_MODULE(_core, m) {
         py::arg("options") = VerifierOptions(), py::arg("p_scale") = py::none(), py::arg("q_scale") = py::none());
   m.def("verify", &batched_verify, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"), py::arg("seeds"),
         py::arg("options") = VerifierOptions(), py::arg("p_scale") = py::none(), py::arg("q_scale") = py::none());
+  m.def("verify_row", &verify_row, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"), py::arg("seed"),
+        py::arg("options"), py::arg("tolerance"));
   m.def("acceptance", &batched_acceptance, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("n"),
         py::arg("options") = VerifierOptions());
   m.def("acceptance_rate", [](const Doubles& p, const Doubles& q) {
