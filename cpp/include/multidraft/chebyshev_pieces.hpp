@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -237,7 +236,7 @@ class ChebyshevPoints {
 // sort and its insertion fix-up on every evaluation. Where PairSums starts, computed once per
 // evaluation (ConvexObjective::evaluate).
 struct SortedPoints {
-  std::vector<int> order;   // variables by piece (stable: increasing variable within a piece)
+  std::vector<int> order;   // variables by piece (in no particular order within a piece)
   Eigen::VectorXd x, u;     // x in that order; log (c + x)
   ChebyshevPieces grid;
   ChebyshevPoints points;
@@ -257,11 +256,22 @@ struct SortedPoints {
     }
     grid.cover(low, high);
     piece_.resize(m);
-    start_.assign(grid.pieces() + 1, 0);
-    for (int k = 0; k < m; ++k) ++start_[(piece_[k] = grid.piece_of(logs[k])) + 1];
-    std::partial_sum(start_.begin(), start_.end(), start_.begin());
+    int* __restrict pieces = piece_.data();
+#pragma omp simd
+    for (int k = 0; k < m; ++k) pieces[k] = grid.piece_of(logs[k]);
+    // Counted and placed in kLanes interleaved lanes (variable k in lane k % kLanes): with one
+    // counter per piece, consecutive variables of a piece would each wait for the previous one's
+    // increment to reach memory.
+    fill_.assign(static_cast<std::size_t>(grid.pieces()) * kLanes, 0);  // [piece][lane]
+    for (int k = 0; k < m; ++k) ++fill_[pieces[k] * kLanes + k % kLanes];
+    int placed = 0;
+    for (int& f : fill_) {  // each (piece, lane)'s first slot, pieces in order
+      const int count = f;
+      f = placed;
+      placed += count;
+    }
     order.resize(m);
-    for (int k = 0; k < m; ++k) order[start_[piece_[k]]++] = k;
+    for (int k = 0; k < m; ++k) order[fill_[pieces[k] * kLanes + k % kLanes]++] = k;
     x.resize(m);
     u.resize(m);
     for (int j = 0; j < m; ++j) x[j] = powers[order[j]], u[j] = logs[order[j]];
@@ -271,8 +281,9 @@ struct SortedPoints {
   int size() const { return static_cast<int>(x.size()); }
 
  private:
-  std::vector<double> logs_;          // log (c + x) by variable
-  std::vector<int> piece_, start_;    // each variable's piece; the pieces' fill pointers
+  static constexpr int kLanes = 4;
+  std::vector<double> logs_;        // log (c + x) by variable
+  std::vector<int> piece_, fill_;   // each variable's piece; the (piece, lane) fill pointers
 };
 
 // The Stieltjes transforms of the point masses q_k at x_k at the nodes of the occupied pieces:

@@ -152,30 +152,44 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   return true;
 }
 
-// Smallest prefix of `tokens` (sorted by decreasing q) whose leftover draft mass R satisfies
-// block^n - (block - R)^n <= tau, where block is the draft mass the truncation error refers to.
-// The error falls as the prefix grows (R only shrinks), so the prefix is found by bisection: a
-// few transcendental calls instead of one per token (flat drafts keep ~1000 tokens).
-inline int minimal_truncation(const std::vector<int>& tokens, const ScaledRow& q, double block, int n, double tau,
-                              double& error) {
-  const int size = static_cast<int>(tokens.size());
-  std::vector<double> leftover(size + 1, 0.0);
-  for (int k = size - 1; k >= 0; --k) leftover[k] = leftover[k + 1] + q[tokens[k]];
+// The truncation set T (spec §8.2) among entries j < count of draft mass mass(j) >= 0: the fewest
+// entries, by decreasing mass, whose leftover mass R (that of the others) gives a truncation error
+// block^n - (block - R)^n <= tau, block being the draft mass the error refers to. That is, all
+// entries but the most of the smallest (ties: later entries leave first) whose mass sum passes.
+// Only entries of mass at most R_cap, where the error reaches tau (closed form, enlarged by 1e-9
+// for rounding), can leave: they alone are sorted (a flat draft keeps ~1000 tokens and leaves a
+// few hundred candidates, of which a handful leave). Returns the kept entries by increasing j;
+// `error` is the error of their leftover.
+template <class Mass>
+std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, double tau, double& error) {
+  const double block_n = integer_power(block, n);
   // block^n (1 - (1 - R/block)^n), by expm1/log1p: exact for tiny R (spec §2.8)
-  auto error_at = [&](int k) {
-    return block > 0.0 ? -integer_power(block, n) * std::expm1(n * std::log1p(-std::min(leftover[k] / block, 1.0))) : 0.0;
+  auto error_of = [&](double leftover) {
+    return block > 0.0 ? -block_n * std::expm1(n * std::log1p(-std::min(leftover / block, 1.0))) : 0.0;
   };
-  int low = 0, high = size;  // error_at(size) = 0 <= tau
-  while (low < high) {
-    const int middle = low + (high - low) / 2;
-    if (error_at(middle) <= tau)
-      high = middle;
-    else
-      low = middle + 1;
+  const double cap = tau >= block_n ? std::numeric_limits<double>::infinity()
+                                    : -block * std::expm1(std::log1p(-tau / block_n) / n) * (1.0 + 1e-9);
+  std::vector<int> candidates;  // entries that may leave, by decreasing j
+  for (int j = count - 1; j >= 0; --j)
+    if (mass(j) <= cap) candidates.push_back(j);
+  // By increasing mass; ties keep the decreasing j of `candidates` (the sort is stable).
+  const std::vector<int> leaving_order = positions_by_key(
+      static_cast<int>(candidates.size()), [&](int c) { return increasing_key(mass(candidates[c])); });
+  double leftover = 0.0;
+  error = 0.0;
+  std::vector<char> leaves(count, 0);
+  for (const int c : leaving_order) {
+    const double next = leftover + mass(candidates[c]), next_error = error_of(next);
+    if (!(next_error <= tau)) break;
+    leftover = next;
+    error = next_error;
+    leaves[candidates[c]] = 1;
   }
-  while (low < size && !(error_at(low) <= tau)) ++low;  // guards a round-off wiggle in the bisection
-  error = error_at(low);
-  return low;
+  std::vector<int> kept;
+  kept.reserve(count);
+  for (int j = 0; j < count; ++j)
+    if (!leaves[j]) kept.push_back(j);
+  return kept;
 }
 
 class GlobalResolutionPlan {
@@ -209,18 +223,20 @@ class GlobalResolutionPlan {
     const double q_total = split.draft_mass, mass_H = split.draft_mass_H;
     const double slack_threshold = options.paper_threshold ? 0.0 : 3.0;
 
-    // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n.
-    // outer_rows[j] belongs to order[h + j]: sort positions, not tokens, to keep the rows at hand
+    // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n. outer_rows[j] belongs
+    // to order[h + j].
     const int* outer_order = split.order.data() + split.h;
-    const std::vector<int> outer_positions = positions_by_key(
-        static_cast<int>(split.outer_rows.size()), [&](int j) { return decreasing_key(q[outer_order[j]]); });
-    std::vector<int> outer_tokens(outer_positions.size());
-    for (std::size_t j = 0; j < outer_positions.size(); ++j) outer_tokens[j] = outer_order[outer_positions[j]];
-    const int outer_size = minimal_truncation(outer_tokens, q, q_total, n, options.tau, outer_.truncation_error);
-    outer_tokens.resize(outer_size);
+    const std::vector<int> outer_kept =
+        minimal_truncation(static_cast<int>(split.outer_rows.size()), [&](int j) { return q[outer_order[j]]; }, q_total,
+                           n, options.tau, outer_.truncation_error);
+    const int outer_size = static_cast<int>(outer_kept.size());
     outer_.threshold = 5.0 * options.tau - slack_threshold * outer_.truncation_error;
+    std::vector<int> outer_tokens(outer_size);
     std::vector<double> outer_targets(outer_size);
-    for (int k = 0; k < outer_size; ++k) outer_targets[k] = split.outer_rows[outer_positions[k]];
+    for (int k = 0; k < outer_size; ++k) {
+      outer_tokens[k] = outer_order[outer_kept[k]];
+      outer_targets[k] = split.outer_rows[outer_kept[k]];
+    }
     const SystemSolution outer =
         solve_system(outer_tokens, q, {mass_H}, outer_targets, false, outer_, nullptr);
     // Outer tokens outside T: any finite value is allowed; the smallest alpha of T (spec §2.8).
@@ -244,12 +260,15 @@ class GlobalResolutionPlan {
         token_class_[t] = kZ;
       }
     }
-    sort_by_key(inner_tokens, [&](int t) { return decreasing_key(q[t]); });
-    int inner_size = minimal_truncation(inner_tokens, q, mass_H, n, options.tau, inner_.truncation_error);
+    std::vector<int> inner_kept = minimal_truncation(
+        static_cast<int>(inner_tokens.size()), [&](int j) { return q[inner_tokens[j]]; }, mass_H, n, options.tau,
+        inner_.truncation_error);
     if (integer_power(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
-      inner_size = 0;
+      inner_kept.clear();
       inner_.truncation_error = integer_power(mass_H, n);
     }
+    const int inner_size = static_cast<int>(inner_kept.size());
+    for (int k = 0; k < inner_size; ++k) inner_tokens[k] = inner_tokens[inner_kept[k]];  // kept[k] >= k
     inner_tokens.resize(inner_size);
     inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
     std::vector<double> inner_targets(inner_size);
