@@ -157,9 +157,10 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
 // block^n - (block - R)^n <= tau, block being the draft mass the error refers to. That is, all
 // entries but the most of the smallest (ties: later entries leave first) whose mass sum passes.
 // Only entries of mass at most R_cap, where the error reaches tau (closed form, enlarged by 1e-9
-// for rounding), can leave: they alone are sorted (a flat draft keeps ~1000 tokens and leaves a
-// few hundred candidates, of which a handful leave). Returns the kept entries by increasing j;
-// `error` is the error of their leftover.
+// for rounding), can leave, and of those only the lightest are ordered, in rounds of growing size
+// (selection, then a sort of the selected): a flat draft keeps ~1000 tokens with hundreds below
+// R_cap, of which a handful leave. Returns the kept entries by increasing j; `error` is the error
+// of their leftover.
 template <class Mass>
 std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, double tau, double& error) {
   const double block_n = integer_power(block, n);
@@ -169,21 +170,35 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
   };
   const double cap = tau >= block_n ? std::numeric_limits<double>::infinity()
                                     : -block * std::expm1(std::log1p(-tau / block_n) / n) * (1.0 + 1e-9);
-  std::vector<int> candidates;  // entries that may leave, by decreasing j
-  for (int j = count - 1; j >= 0; --j)
-    if (mass(j) <= cap) candidates.push_back(j);
-  // By increasing mass; ties keep the decreasing j of `candidates` (the sort is stable).
-  const std::vector<int> leaving_order = positions_by_key(
-      static_cast<int>(candidates.size()), [&](int c) { return increasing_key(mass(candidates[c])); });
+  struct Entry {
+    double mass;
+    int j;
+    bool operator<(const Entry& other) const {  // leaving order: lighter first, then later first
+      return mass < other.mass || (mass == other.mass && j > other.j);
+    }
+  };
+  std::vector<Entry> candidates;
+  for (int j = 0; j < count; ++j)
+    if (const double x = mass(j); x <= cap) candidates.push_back({x, j});
   double leftover = 0.0;
   error = 0.0;
   std::vector<char> leaves(count, 0);
-  for (const int c : leaving_order) {
-    const double next = leftover + mass(candidates[c]), next_error = error_of(next);
-    if (!(next_error <= tau)) break;
-    leftover = next;
-    error = next_error;
-    leaves[candidates[c]] = 1;
+  const auto all = candidates.end();
+  bool passing = true;
+  for (auto first = candidates.begin(), last = first; passing && first != all; first = last) {
+    last = first + std::min<std::ptrdiff_t>(all - first, std::max<std::ptrdiff_t>(16, 4 * (first - candidates.begin())));
+    std::nth_element(first, last - 1, all);
+    std::sort(first, last);
+    for (auto e = first; e != last; ++e) {
+      const double next = leftover + e->mass, next_error = error_of(next);
+      if (!(next_error <= tau)) {
+        passing = false;
+        break;
+      }
+      leftover = next;
+      error = next_error;
+      leaves[e->j] = 1;
+    }
   }
   std::vector<int> kept;
   kept.reserve(count);
