@@ -177,9 +177,14 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
       return mass < other.mass || (mass == other.mass && j > other.j);
     }
   };
-  std::vector<Entry> candidates;
-  for (int j = 0; j < count; ++j)
-    if (const double x = mass(j); x <= cap) candidates.push_back({x, j});
+  std::vector<Entry> candidates(count);
+  int kept_candidates = 0;  // written unconditionally: a branch per entry would be a coin flip
+  for (int j = 0; j < count; ++j) {
+    const double x = mass(j);
+    candidates[kept_candidates] = {x, j};
+    kept_candidates += x <= cap;
+  }
+  candidates.resize(kept_candidates);
   double leftover = 0.0;
   error = 0.0;
   std::vector<char> leaves(count, 0);
