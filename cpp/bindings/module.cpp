@@ -307,15 +307,9 @@ py::array_t<double> batched_acceptance(const std::string& method, const Doubles&
   });
 }
 
-py::tuple batched_kseq_acceptance(const Doubles& p, const Doubles& q, int n) {
-  py::array_t<double> acceptance(p.shape(0)), rho(p.shape(0));
-  double *a = acceptance.mutable_data(), *r = rho.mutable_data();
-  for_each_row(p, q, RowWork::heavy, [&](py::ssize_t i, const double* pr, const double* qr, int V) {
-    const KSequential k = kseq_prepare(pr, qr, V, n);
-    a[i] = k.acceptance;
-    r[i] = k.rho;
-  });
-  return py::make_tuple(acceptance, rho);
+// SpecTr's K-SEQ parameter rho* (B,) of the rows (spectr.hpp).
+py::array_t<double> batched_kseq_rho(const Doubles& p, const Doubles& q, int n) {
+  return values_per_row(p, q, RowWork::heavy, [n](const double* pr, const double* qr, int V) { return kseq_prepare(pr, qr, V, n).rho; });
 }
 
 // Slices of one plan, shared by the chunks, at M tuples (M, n) -> (M, V).
@@ -471,10 +465,6 @@ PYBIND11_MODULE(_core, m) {
         py::arg("options"), py::arg("tolerance"));
   m.def("acceptance", &batched_acceptance, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("n"),
         py::arg("options") = VerifierOptions());
-  m.def("acceptance_rate", [](const Doubles& p, const Doubles& q) {
-    return values_per_row(p, q, RowWork::light,
-                          [](const double* pr, const double* qr, int V) { return sps_acceptance(pr, qr, V); });
-  }, py::arg("p"), py::arg("q"));
   m.def("optimal_subset", &batched_optimal_subset, py::arg("p"), py::arg("q"), py::arg("n"), py::arg("kind"));
   m.def("tuple_probability", &tuple_probability, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("drafts"));
   m.def("sample_drafts", &sample_drafts, py::arg("q"), py::arg("kind"), py::arg("n"), py::arg("seeds"));
@@ -491,7 +481,7 @@ PYBIND11_MODULE(_core, m) {
     const std::vector<std::int64_t> starts = equal_row_runs(p.data(), q.data(), b.B, b.V, b.q_stride);
     return Ints(static_cast<py::ssize_t>(starts.size()), starts.data());
   }, py::arg("p"), py::arg("q"));
-  m.def("kseq_acceptance", &batched_kseq_acceptance, py::arg("p"), py::arg("q"), py::arg("n"));
+  m.def("kseq_rho", &batched_kseq_rho, py::arg("p"), py::arg("q"), py::arg("n"));
 
   py::class_<RelaxedPlan>(m, "RelaxedPlan")
       .def(py::init([](const Doubles& p, const Doubles& q, const std::string& kind, int n, const std::string& network) {

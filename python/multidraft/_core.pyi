@@ -22,7 +22,6 @@ def set_num_threads(k: int) -> None:
     """Threads of the batch pool (thread_pool.hpp), the calling thread included; 1 <= k <= MAX_THREADS."""
 def get_num_threads() -> int: ...
 
-def acceptance_rate(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
 def optimal_subset(
     p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, kind: str
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]: ...
@@ -66,6 +65,11 @@ def verify(
 ) -> npt.NDArray[np.int64]:
     """One verified token per row, drawn from the row's seed without writing the law where the
     plan samples directly (sps, naive, global_resolution); rows and scales as for `transport`."""
+def verify_row(
+    method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], drafts: npt.NDArray[np.int64],
+    seed: int, options: VerifierOptions, tolerance: float,
+) -> int | None:
+    """One row's verified token, its checks in the same call; None when the row or a draft is refused."""
 def acceptance(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, options: VerifierOptions = ...,
 ) -> npt.NDArray[np.float64]:
@@ -76,9 +80,8 @@ def row_scales(x: npt.NDArray[np.float64], tolerance: float) -> npt.NDArray[np.f
 def normalised_rows(x: npt.NDArray[np.floating], tolerance: float) -> npt.NDArray[np.float64] | None:
     """float32/float64 (B, V), any strides -> rows / their sums in float64, or None when a row has
     a non-finite or negative entry or a sum farther than `tolerance` from 1 (distribution.hpp)."""
-def kseq_acceptance(
-    p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
+def kseq_rho(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int) -> npt.NDArray[np.float64]:
+    """SpecTr's K-SEQ parameter rho* (B,) per row (spectr.hpp)."""
 
 class RelaxedPlan:
     """[GR] Section 5.2 max-flow plan completed by Eq. (3); network "sets" or "tuples"."""

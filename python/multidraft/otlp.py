@@ -42,7 +42,7 @@ def acceptance_rate(p, q) -> Union[float, np.ndarray]:
     ``p``, ``q``: (V,) or (B, V). Returns a float, or (B,) for a batch.
     """
     p2, q3, _, batched = batched_inputs(p, q, 1, "iid")
-    out = _core.acceptance_rate(p2, q3)
+    out = _core.acceptance("sps", p2, q3, 1)  # the registry's single-draft acceptance
     return out if batched else float(out[0])
 
 

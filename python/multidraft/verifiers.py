@@ -244,7 +244,7 @@ class KSequential(Verifier):
     def rho(self, p, q, n):
         """The K-SEQ parameter rho* in [1, n]: float, or (B,) for a batch."""
         p2, q3, n, batched = self._rows(p, q, n)
-        return _unbatch(_core.kseq_acceptance(p2, q3, n)[1], batched)
+        return _unbatch(_core.kseq_rho(p2, q3, n), batched)
 
 
 @register
