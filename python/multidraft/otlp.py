@@ -4,6 +4,7 @@ Notation: ``p`` is the target distribution, ``q`` the draft distribution.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Optional, Tuple, Union
 
 import numpy as np
@@ -21,8 +22,6 @@ MAX_LP_VARIABLES = 2_000_000
 EXACT_METHODS = ("maxflow_cs", "maxflow", "lp")
 #: Methods of :func:`solve_otlp`.
 OTLP_METHODS = EXACT_METHODS + ("global_resolution",)
-#: Options of ``method="global_resolution"`` (those of :class:`multidraft.GlobalResolution`).
-GLOBAL_RESOLUTION_OPTIONS = ("tau", "exact", "fallback", "max_iterations", "max_terms", "paper_threshold")
 
 
 def _kind(p, q, scheme: Optional[str]) -> str:
@@ -234,7 +233,10 @@ def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow_cs", sch
     """
     if method not in OTLP_METHODS:
         raise ValueError(f"'method' must be one of {OTLP_METHODS}, got {method!r}")
-    unknown = sorted(set(options) - set(GLOBAL_RESOLUTION_OPTIONS))
+    from .global_resolution import GlobalResolution  # it subclasses this module's plans
+
+    # The options are GlobalResolution's parameters after (p, q, n), the scheme aside.
+    unknown = sorted(set(options) - (set(inspect.signature(GlobalResolution).parameters) - {"p", "q", "n", "scheme"}))
     if unknown:
         raise ValueError(f"solve_otlp got unexpected option(s) {unknown}")
     if options and method != "global_resolution":
@@ -242,8 +244,6 @@ def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow_cs", sch
     if method == "global_resolution":
         if network != "sets":
             raise ValueError("'network' applies to method='maxflow' only")
-        from .global_resolution import GlobalResolution  # it subclasses this module's plans
-
         return GlobalResolution(p, q, n, scheme=scheme, **options)
     kind = _kind(p, q, scheme)
     if network not in ("sets", "tuples"):
