@@ -450,3 +450,51 @@ def test_non_iid_schemes_are_refused(scheme, q_shape):
 def test_bad_tau(tau):
     with pytest.raises(ValueError, match="'tau'"):
         md.GlobalResolution(np.full(4, 0.25), np.full(4, 0.25), 2, tau=tau)
+
+
+def expected_truncation(masses, block, n, tau):
+    """Spec §8.2 by brute force: the smallest prefix, by decreasing mass, whose leftover R gives
+    block^n - (block - R)^n <= tau; returns (size, its error)."""
+    ordered = np.sort(np.asarray(masses, dtype=np.float64))[::-1]
+    for size in range(len(ordered) + 1):
+        leftover = ordered[size:][::-1].sum()  # summed from the lightest, as the core does
+        with np.errstate(divide="ignore"):  # log1p(-1) = -inf: nothing kept, error block^n
+            error = -block ** n * np.expm1(n * np.log1p(-min(leftover / block, 1.0))) if block > 0 else 0.0
+        if error <= tau:
+            return size, error
+    raise AssertionError("the full set always passes")
+
+
+def truncation_instances():
+    rng = np.random.default_rng(818)
+    instances = []
+    for k in range(60):
+        V, n = int(rng.integers(5, 400)), int(rng.integers(2, 5))
+        p, q = dirichlet(rng, V, (0.05, 0.3, 1.0, 5.0)[k % 4]), dirichlet(rng, V, (0.05, 0.3, 1.0, 5.0)[k % 3])
+        if k % 3 == 0:  # ties: q on a few levels
+            q = np.round(q * 40) + (rng.random(V) < 0.5)
+            q /= q.sum()
+        tau = (1e-2, 1e-3, 1e-5)[k % 3]
+        instances.append(pytest.param(p, q, n, tau, id=f"t{k}-V{V}-n{n}-tau{tau}"))
+    return instances
+
+
+@pytest.mark.parametrize("p, q, n, tau", truncation_instances())
+def test_truncation_sets_are_the_minimal_prefixes_by_decreasing_q(p, q, n, tau):
+    """Both systems' T against the brute-force definition (sizes and errors; with ties the members
+    may differ, the size and leftover mass cannot): outer T among the draft support outside H*
+    with the block Q(support), inner T among H* with p > 0 with the block Q(H*), and no inner T
+    at all when Q(H*)^n <= tau."""
+    d = md.GlobalResolution(p, q, n, tau).diagnostics
+    _, H = md.optimal_subset(p, q, n)
+    support = q > 0
+    outer = support & ~H
+    size, error = expected_truncation(q[outer], q[support].sum(), n, tau)
+    assert d["outer"]["truncation_size"] == size
+    assert d["outer"]["truncation_error"] == pytest.approx(error, rel=1e-9, abs=1e-300)
+    inner, block = H & (p > 0), q[H].sum()
+    size, error = expected_truncation(q[inner], block, n, tau)
+    if block ** n <= tau:
+        size, error = 0, block ** n
+    assert d["inner"]["truncation_size"] == size
+    assert d["inner"]["truncation_error"] == pytest.approx(error, rel=1e-9, abs=1e-300)
