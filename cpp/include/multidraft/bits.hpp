@@ -1,6 +1,7 @@
 // Bit tricks the core uses, portable across GCC, Clang and MSVC (the wheels are built by all three).
 #pragma once
 #include <cstdint>
+#include <type_traits>
 #if defined(_MSC_VER) && !defined(__clang__)
 #include <intrin.h>
 #endif
@@ -10,24 +11,20 @@
 
 namespace multidraft {
 
-// Index of the lowest set bit of x != 0.
-inline int lowest_set_bit(std::uint32_t x) {
+// Index of the lowest set bit of x != 0 (32- or 64-bit unsigned).
+template <class Unsigned>
+int lowest_set_bit(Unsigned x) {
+  static_assert(std::is_same_v<Unsigned, std::uint32_t> || std::is_same_v<Unsigned, std::uint64_t>);
 #if defined(_MSC_VER) && !defined(__clang__)
   unsigned long index;
-  _BitScanForward(&index, x);
+  if constexpr (sizeof(Unsigned) == 8)
+    _BitScanForward64(&index, x);
+  else
+    _BitScanForward(&index, x);
   return static_cast<int>(index);
 #else
+  if constexpr (sizeof(Unsigned) == 8) return __builtin_ctzll(x);
   return __builtin_ctz(x);
-#endif
-}
-
-inline int lowest_set_bit(std::uint64_t x) {
-#if defined(_MSC_VER) && !defined(__clang__)
-  unsigned long index;
-  _BitScanForward64(&index, x);
-  return static_cast<int>(index);
-#else
-  return __builtin_ctzll(x);
 #endif
 }
 
