@@ -307,7 +307,9 @@ struct ConvexObjective {
   }
 
   // Hessian-vector product from stored shares: each term adds w (s ∘ v - s (s · v)) (spec §2.6).
-  void hessian_times(const Curvature& curvature, const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+  // `scratch`: working rows of the Laplace-transform products (LaplaceSums::hessian_times).
+  void hessian_times(const Curvature& curvature, const Eigen::VectorXd& v, Eigen::VectorXd& out,
+                     std::vector<double>& scratch) const {
     out.setZero(terms.variables);
     for (std::size_t k = 0; k < curvature.explicit_terms; ++k) {
       const std::int64_t begin = terms.offsets[k], end = terms.offsets[k + 1];
@@ -320,7 +322,7 @@ struct ConvexObjective {
       }
     }
     if (curvature.laplace) {
-      curvature.subsets.hessian_times(v, out);
+      curvature.subsets.hessian_times(v, out, scratch);
       return;
     }
     if (curvature.interpolated) {
@@ -330,6 +332,12 @@ struct ConvexObjective {
     FullSubsetHessianTimes pass{curvature.power.data(), full.mass.data(), slack ? 1.0 : 0.0, v.data(), out.data()};
     pass.four_reciprocals_allowed = curvature.four_reciprocals;
     for_each_full_subset(full, pass);
+  }
+
+  // One product with scratch rows of its own (test hooks; solves pass their workspace's).
+  void hessian_times(const Curvature& curvature, const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+    std::vector<double> scratch;
+    hessian_times(curvature, v, out, scratch);
   }
 
   // Stores the implicit terms explicitly (every base gets the same full-size weight).
@@ -343,6 +351,7 @@ struct ConvexObjective {
 struct ConvexWorkspace {
   ConvexObjective objective;
   Curvature curvature, trial_curvature;
+  std::vector<double> product_scratch;  // ConvexObjective::hessian_times' working rows
 };
 
 inline ConvexWorkspace& convex_workspace() {
@@ -388,7 +397,8 @@ inline bool use_dense_newton(const ConvexObjective& objective, const Eigen::Vect
 // Solves (H + lambda I) d = -g approximately by Jacobi-preconditioned conjugate gradients,
 // to the inexact-Newton forcing tolerance eta ||g||. `gauge`: work in the zero-mean subspace.
 inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, const Curvature& curvature,
-                                           const Eigen::VectorXd& g, double lambda, bool gauge) {
+                                           const Eigen::VectorXd& g, double lambda, bool gauge,
+                                           std::vector<double>& scratch) {
   const int m = objective.terms.variables;
   auto project = [&](Eigen::VectorXd& x) {
     if (gauge) x.array() -= x.mean();
@@ -403,7 +413,7 @@ inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, con
   direction = z;
   double rz = r.dot(z);
   for (int iteration = 0; iteration < 100 && r.norm() > tolerance; ++iteration) {
-    objective.hessian_times(curvature, direction, Hd);
+    objective.hessian_times(curvature, direction, Hd, scratch);
     Hd += lambda * direction;
     project(Hd);
     const double curvature_along = direction.dot(Hd);
@@ -505,7 +515,7 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
       }
       d = -factor.solve(descent);
     } else {
-      d = newton_direction_cg(objective, curvature, g, lambda, gauge);
+      d = newton_direction_cg(objective, curvature, g, lambda, gauge, workspace.product_scratch);
     }
     if (gauge) d.array() -= d.mean();
     // No a moves by more than kLongestStep: beyond, the quadratic model means nothing (e^30 ~ 1e13),

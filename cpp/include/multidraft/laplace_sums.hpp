@@ -51,6 +51,31 @@ inline double exp_negative(double r) {
   return series * scale;
 }
 
+// z_u g_u(λ) = z_u (e^{q_u λ} - 1) by degree: phi[d] = z q_u^d / d! (d = 1..N) from the
+// variable's column of the power table (column[(d - 1) stride] = q_u^d / d!).
+template <int N>
+[[gnu::always_inline]] inline void factor_coefficients(double z, const double* column, int stride, double (&phi)[N + 1]) {
+#pragma GCC unroll 16
+  for (int d = 1; d <= N; ++d) phi[d] = z * column[(d - 1) * stride];
+}
+
+// Degrees 0..N-1 of numerator / (1 + phi(λ)) (phi has no constant term): out_k = numerator_k -
+// sum_{d=1..k} phi_d out_{k-d}. Divides a variable's own factor out of the product; a null
+// numerator stands for 1 (the factor's inverse, 1 - D_u). Both helpers are inlined into the
+// per-variable loops, which GCC 12 vectorises only with the local arrays passed by reference and
+// the 1 known at compile time (a pointer to a local array, or to a table 1, 0, 0, ..., stops it).
+template <int N>
+[[gnu::always_inline]] inline void divide_by_factor(const double (&phi)[N + 1], const double* numerator, double (&out)[N]) {
+  out[0] = numerator ? numerator[0] : 1.0;
+#pragma GCC unroll 16
+  for (int k = 1; k < N; ++k) {
+    double acc = numerator ? numerator[k] : 0.0;
+#pragma GCC unroll 16
+    for (int d = 1; d <= k; ++d) acc -= phi[d] * out[k - d];
+    out[k] = acc;
+  }
+}
+
 class LaplaceSums {
  public:
   static constexpr int kMaxSize = 6;           // n handled (compile-time series lengths)
@@ -107,14 +132,16 @@ class LaplaceSums {
   // takes every kProductStride-th node (step 2 h: about 1e-4 relative, relative_error at that
   // step): conjugate gradients need a direction, not certified digits, and the products are most
   // of a Newton iteration's work (measured: flat V = 32000, n = 3).
+  // `scratch` holds the per-node working rows (resized to (n + 1) m, so a reused one allocates
+  // nothing): the caller's, since a plan's objects may be shared by threads.
   static constexpr int kProductStride = 2;
-  void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+  void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
     switch (n_) {
-      case 2: return hessian_times_sized<2>(v, out);
-      case 3: return hessian_times_sized<3>(v, out);
-      case 4: return hessian_times_sized<4>(v, out);
-      case 5: return hessian_times_sized<5>(v, out);
-      default: return hessian_times_sized<6>(v, out);
+      case 2: return hessian_times_sized<2>(v, out, scratch);
+      case 3: return hessian_times_sized<3>(v, out, scratch);
+      case 4: return hessian_times_sized<4>(v, out, scratch);
+      case 5: return hessian_times_sized<5>(v, out, scratch);
+      default: return hessian_times_sized<6>(v, out, scratch);
     }
   }
 
@@ -148,8 +175,7 @@ class LaplaceSums {
       rs[u] = r;
       zs[u] = z;
       double phi[N + 1], ell[N + 1], inverse[N];
-#pragma GCC unroll 16
-      for (int d = 1; d <= N; ++d) phi[d] = z * powers[(d - 1) * m + u];
+      factor_coefficients<N>(z, powers + u, m, phi);
       // log(1 + phi): ell_k = phi_k - (1/k) sum_{i<k} i ell_i phi_{k-i}
 #pragma GCC unroll 16
       for (int k = 1; k <= N; ++k) {
@@ -159,15 +185,9 @@ class LaplaceSums {
         ell[k] = phi[k] - acc / k;
         terms[(k - 1) * m + u] = ell[k];
       }
-      inverse[0] = 1.0;  // 1 / (1 + phi) = 1 - D
+      divide_by_factor<N>(phi, nullptr, inverse);  // 1 / (1 + phi) = 1 - D
 #pragma GCC unroll 16
-      for (int k = 1; k < N; ++k) {
-        double acc = 0.0;
-#pragma GCC unroll 16
-        for (int d = 1; d <= k; ++d) acc -= phi[d] * inverse[k - d];
-        inverse[k] = acc;
-        terms[(N + k - 1) * m + u] = -r * acc;
-      }
+      for (int k = 1; k < N; ++k) terms[(N + k - 1) * m + u] = -r * inverse[k];
     }
     L[0] = S[0] = 0.0;
     for (int k = 1; k <= N; ++k) L[k] = row_sum(terms + (k - 1) * m, m);
@@ -237,22 +257,14 @@ class LaplaceSums {
 #pragma omp simd reduction(+ : accepted_sum)
       for (int l = 0; l < m; ++l) {
         const double z = zs[l], r = rs[l];
-        double M[N], Ma[N], inverse[N], E[N];  // K / (1 + z_l g_l), degrees 0..N-1, for both bases
-        M[0] = Ma[0] = inverse[0] = 1.0;
+        double phi[N + 1], M[N], Ma[N], inverse[N], E[N];  // K / (1 + z_l g_l), degrees 0..N-1, both bases
+        factor_coefficients<N>(z, powers + l, m, phi);
+        divide_by_factor<N>(phi, K, M);
+        divide_by_factor<N>(phi, K_accepted, Ma);
+        divide_by_factor<N>(phi, nullptr, inverse);
         E[0] = 0.0;
 #pragma GCC unroll 16
-        for (int k = 1; k < N; ++k) {
-          double acc = K[k], acc_a = K_accepted[k], acc_i = 0.0;
-#pragma GCC unroll 16
-          for (int d = 1; d <= k; ++d) {
-            const double phi = z * powers[(d - 1) * m + l];
-            acc -= phi * M[k - d];
-            acc_a -= phi * Ma[k - d];
-            acc_i -= phi * inverse[k - d];
-          }
-          M[k] = acc, Ma[k] = acc_a, inverse[k] = acc_i;
-          E[k] = S[k] + r * acc_i;  // sum over u != l of r_u D_u
-        }
+        for (int k = 1; k < N; ++k) E[k] = S[k] + r * inverse[k];  // sum over u != l of r_u D_u
         double G = 0.0, Ga = 0.0, H = 0.0;  // sum_{U ∋ l} w_U e^{-t X_U} (t X_{U \ l}) / z_l for H
 #pragma GCC unroll 16
         for (int d = 1; d <= N; ++d) {
@@ -281,12 +293,12 @@ class LaplaceSums {
   }
 
   template <int N>
-  void hessian_times_sized(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+  void hessian_times_sized(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
     const int m = m_;
     double n_factorial = 1.0;
     for (int d = 2; d <= N; ++d) n_factorial *= d;
     for (int l = 0; l < m; ++l) out[l] += v[l] * diagonal_[l];
-    std::vector<double> rs(m), zs(m), moved(static_cast<std::size_t>(N) * m);  // r_u, z_u, r_u v_u D_u
+    scratch.resize(static_cast<std::size_t>(N + 1) * m);  // rows: r_u, z_u, then r_u v_u D_u by degree 1..N-1
     const double* __restrict xs = x_.data();
     const double* __restrict vs = v.data();
     const double* __restrict powers = powers_.data();
@@ -295,25 +307,20 @@ class LaplaceSums {
       const double t = std::exp(u0_ + j * kStep), weight = kProductStride * kStep * std::exp(-t * c_);
       if (weight == 0.0) continue;
       // Lr = sum_u r_u v_u D_u, D_u = 1 - 1 / (1 + z_u g_u) (degrees 1..N-1)
-      double* __restrict r_out = rs.data();
-      double* __restrict z_out = zs.data();
-      double* __restrict terms = moved.data();
+      double* __restrict r_out = scratch.data();
+      double* __restrict z_out = r_out + m;
+      double* __restrict terms = z_out + m;
 #pragma omp simd
       for (int u = 0; u < m; ++u) {
         const double r = std::min(t * xs[u], 708.0);
         const double z = exp_negative(r);
         r_out[u] = r;
         z_out[u] = z;
-        double inverse[N];
-        inverse[0] = 1.0;
+        double phi[N + 1], inverse[N];
+        factor_coefficients<N>(z, powers + u, m, phi);
+        divide_by_factor<N>(phi, nullptr, inverse);
 #pragma GCC unroll 16
-        for (int k = 1; k < N; ++k) {
-          double acc = 0.0;
-#pragma GCC unroll 16
-          for (int d = 1; d <= k; ++d) acc -= z * powers[(d - 1) * m + u] * inverse[k - d];
-          inverse[k] = acc;
-          terms[(k - 1) * m + u] = -r * vs[u] * acc;
-        }
+        for (int k = 1; k < N; ++k) terms[(k - 1) * m + u] = -r * vs[u] * inverse[k];
       }
       double sums[N];
       for (int k = 1; k < N; ++k) sums[k] = row_sum(terms + (k - 1) * m, m);
@@ -321,21 +328,13 @@ class LaplaceSums {
 #pragma omp simd
       for (int l = 0; l < m; ++l) {
         const double z = z_out[l], r = r_out[l], moved_l = r * vs[l];
-        double M[N], inverse[N], E[N];
-        M[0] = inverse[0] = 1.0;
+        double phi[N + 1], M[N], inverse[N], E[N];
+        factor_coefficients<N>(z, powers + l, m, phi);
+        divide_by_factor<N>(phi, K, M);
+        divide_by_factor<N>(phi, nullptr, inverse);
         E[0] = 0.0;
 #pragma GCC unroll 16
-        for (int k = 1; k < N; ++k) {
-          double acc = K[k], acc_i = 0.0;
-#pragma GCC unroll 16
-          for (int d = 1; d <= k; ++d) {
-            const double phi = z * powers[(d - 1) * m + l];
-            acc -= phi * M[k - d];
-            acc_i -= phi * inverse[k - d];
-          }
-          M[k] = acc, inverse[k] = acc_i;
-          E[k] = sums[k] + moved_l * acc_i;  // Lr minus l's own r v D_l (D_l = -inverse)
-        }
+        for (int k = 1; k < N; ++k) E[k] = sums[k] + moved_l * inverse[k];  // Lr minus l's own r v D_l (D_l = -inverse)
         double H = 0.0;  // sum_d q^d / d! (M * E)_{N-d}
 #pragma GCC unroll 16
         for (int d = 1; d < N; ++d) {
