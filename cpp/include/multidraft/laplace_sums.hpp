@@ -59,6 +59,15 @@ template <int N>
   for (int d = 1; d <= N; ++d) phi[d] = z * column[(d - 1) * stride];
 }
 
+// At node t: r = t x_u (clamped where e^{-r} leaves the normal range), z = e^{-r} and z g_u.
+template <int N>
+[[gnu::always_inline]] inline void node_factor(double t, double x, const double* column, int stride, double& r,
+                                               double& z, double (&phi)[N + 1]) {
+  r = std::min(t * x, 708.0);
+  z = exp_negative(r);
+  factor_coefficients<N>(z, column, stride, phi);
+}
+
 // Degrees 0..N-1 of numerator / (1 + phi(λ)) (phi has no constant term): out_k = numerator_k -
 // sum_{d=1..k} phi_d out_{k-d}. Divides a variable's own factor out of the product; a null
 // numerator stands for 1 (the factor's inverse, 1 - D_u). Both helpers are inlined into the
@@ -170,12 +179,9 @@ class LaplaceSums {
     double* __restrict terms = terms_.data();  // per-variable terms, summed after the loop
 #pragma omp simd
     for (int u = 0; u < m; ++u) {
-      const double r = std::min(t * xs[u], 708.0);
-      const double z = exp_negative(r);
-      rs[u] = r;
-      zs[u] = z;
       double phi[N + 1], ell[N + 1], inverse[N];
-      factor_coefficients<N>(z, powers + u, m, phi);
+      node_factor<N>(t, xs[u], powers + u, m, rs[u], zs[u], phi);
+      const double r = rs[u];
       // log(1 + phi): ell_k = phi_k - (1/k) sum_{i<k} i ell_i phi_{k-i}
 #pragma GCC unroll 16
       for (int k = 1; k <= N; ++k) {
@@ -312,12 +318,9 @@ class LaplaceSums {
       double* __restrict terms = z_out + m;
 #pragma omp simd
       for (int u = 0; u < m; ++u) {
-        const double r = std::min(t * xs[u], 708.0);
-        const double z = exp_negative(r);
-        r_out[u] = r;
-        z_out[u] = z;
         double phi[N + 1], inverse[N];
-        factor_coefficients<N>(z, powers + u, m, phi);
+        node_factor<N>(t, xs[u], powers + u, m, r_out[u], z_out[u], phi);
+        const double r = r_out[u];
         divide_by_factor<N>(phi, nullptr, inverse);
 #pragma GCC unroll 16
         for (int k = 1; k < N; ++k) terms[(k - 1) * m + u] = -r * vs[u] * inverse[k];
