@@ -88,14 +88,26 @@ template <int N>
 class LaplaceSums {
  public:
   static constexpr int kMaxSize = 6;           // n handled (compile-time series lengths)
-  static constexpr double kStep = 1.0 / 3.0;   // h, in units of log t
-  static constexpr double kLowTail = 1e-11;    // t_min s_max: the rule's tail below t_min, relative
-  static constexpr double kHighTail = 36.0;    // t_max s_min: above t_max, relative <= 2 h 36^2 e^{-36}
+
+  // A trapezoidal rule in u = log t: step h, node range [t_min, t_max] with t_min s_max = low_tail
+  // (the part below, relative) and t_max s_min = high_tail (above: relative <= 2 h T^p e^{-T}), and
+  // the Hessian products' node stride (hessian_times).
+  struct Rule {
+    double step, low_tail, high_tail;
+    int product_stride;
+  };
+  // Certified: relative error 2.4e-11 (relative_error(1)), the rows a plan keeps. Coarse: about
+  // 5e-6 with a third of the nodes (under half for any spread of a), for Newton iterates, which only need a descent direction and
+  // a gradient norm (with its own bound) to compare with a stopping threshold of 5 tau - 3 eps_T;
+  // its products take every node (step 0.6: 3e-5 relative, as good as the certified rule's
+  // every other node).
+  static constexpr Rule kCertified{1.0 / 3.0, 1e-11, 36.0, 2};
+  static constexpr Rule kCoarse{0.6, 1e-6, 20.0, 1};
 
   static bool handles(int n) { return n >= 2 && n <= kMaxSize; }
   // Nodes for terms with s in [s_min, s_max], log_ratio = log(s_max / s_min).
-  static int nodes_for(double log_ratio) {
-    return static_cast<int>(std::ceil((log_ratio + std::log(kHighTail / kLowTail)) / kStep)) + 1;
+  static int nodes_for(double log_ratio, const Rule& rule = kCertified) {
+    return static_cast<int>(std::ceil((log_ratio + std::log(rule.high_tail / rule.low_tail)) / rule.step)) + 1;
   }
   // Worth it against enumerating `terms` grouped terms (about 2 ns each, full_subsets.hpp): a
   // node costs about 10 ns per variable (both passes, n = 4, measured on an AMD EPYC).
@@ -107,15 +119,16 @@ class LaplaceSums {
   // Hessian's second part). [TW] Theorem 5.1: the integrand f(u) = e^{p u} e^{-s e^u} is analytic
   // in |Im u| < pi / 2 with ∫|f(u + i y)| du = Gamma(p) / (s cos y)^p, so the infinite rule errs by
   // at most 2 / (cos(d)^p (e^{2 pi d / h} - 1)) relative, for any d < pi / 2 (minimised here).
-  // Truncation: below t_min the terms sum to at most t_min^p s^p... <= kLowTail^p relative; above
-  // t_max they fall faster than geometrically from 36^p e^{-36}. Plus 1e-13 for rounding.
-  static double relative_error(int p) {
+  // Truncation: below t_min the terms sum to at most t_min^p s^p... <= low_tail^p relative; above
+  // t_max they fall faster than geometrically from T^p e^{-T}. Plus 1e-13 for rounding.
+  static double relative_error(int p, const Rule& rule = kCertified) {
     double best = 1.0;
     for (double delta = 1e-3; delta < 1.5; delta += 1e-3) {
       const double d = M_PI / 2 - delta;
-      best = std::min(best, 2.0 / (std::pow(std::cos(d), p) * std::expm1(2.0 * M_PI * d / kStep)));
+      best = std::min(best, 2.0 / (std::pow(std::cos(d), p) * std::expm1(2.0 * M_PI * d / rule.step)));
     }
-    return best + std::pow(kLowTail, p) + 2.0 * kStep * std::pow(kHighTail, p) * std::exp(-kHighTail) + 1e-13;
+    return best + std::pow(rule.low_tail, p) + 2.0 * rule.step * std::pow(rule.high_tail, p) * std::exp(-rule.high_tail) +
+           1e-13;
   }
 
   // Adds every term's contribution to the gradient (sum_{U ∋ l} w_U x_l / s_U) and the Hessian
@@ -123,27 +136,29 @@ class LaplaceSums {
   // no difference to cancel; X_{U \ l} is the first-order part of the dual product of
   // hessian_times with v = 1) at x = e^a, weights w_U with base
   // bases[0]; returns the accepted mass sum_U w'_U X_U / s_U with base bases[1] (bases[0] when
-  // there is one base).
+  // there is one base). `coarse`: kCoarse instead of kCertified (gradient_error follows).
   double evaluate(const Eigen::VectorXd& x, const std::vector<double>& q, int n, const std::vector<double>& bases,
-                  double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
+                  double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, bool coarse = false) {
+    rule_ = coarse ? kCoarse : kCertified;
+    static const double certified_error = relative_error(1, kCertified), coarse_error = relative_error(1, kCoarse);
+    const double eps = coarse ? coarse_error : certified_error;
     switch (n) {
-      case 2: return evaluate_sized<2>(x, q, bases, c, gradient, diagonal);
-      case 3: return evaluate_sized<3>(x, q, bases, c, gradient, diagonal);
-      case 4: return evaluate_sized<4>(x, q, bases, c, gradient, diagonal);
-      case 5: return evaluate_sized<5>(x, q, bases, c, gradient, diagonal);
-      default: return evaluate_sized<6>(x, q, bases, c, gradient, diagonal);
+      case 2: return evaluate_sized<2>(x, q, bases, c, eps, gradient, diagonal);
+      case 3: return evaluate_sized<3>(x, q, bases, c, eps, gradient, diagonal);
+      case 4: return evaluate_sized<4>(x, q, bases, c, eps, gradient, diagonal);
+      case 5: return evaluate_sized<5>(x, q, bases, c, eps, gradient, diagonal);
+      default: return evaluate_sized<6>(x, q, bases, c, eps, gradient, diagonal);
     }
   }
 
   // out += (the terms' Hessian) v at the point of the last evaluate: out_l += v_l diagonal_l -
   // sum_{U ∋ l} w_U x_l (sum_{i in U \ l} x_i v_i) / s_U^2. The inner sum is the first-order part
   // in mu of the same product with z_u (1 + mu t x_u v_u) for z_u (a dual number). That part
-  // takes every kProductStride-th node (step 2 h: about 1e-4 relative, relative_error at that
-  // step): conjugate gradients need a direction, not certified digits, and the products are most
-  // of a Newton iteration's work (measured: flat V = 32000, n = 3).
+  // takes every product_stride-th node of the rule (certified: step 2 h, about 1e-4 relative,
+  // relative_error at that step): conjugate gradients need a direction, not certified digits, and
+  // the products are much of a Newton iteration's work (measured: flat V = 32000, n = 3).
   // `scratch` holds the per-node working rows (resized to (n + 1) m, so a reused one allocates
   // nothing): the caller's, since a plan's objects may be shared by threads.
-  static constexpr int kProductStride = 2;
   void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
     switch (n_) {
       case 2: return hessian_times_sized<2>(v, out, scratch);
@@ -154,15 +169,16 @@ class LaplaceSums {
     }
   }
 
-  // Bound on the L1 error of the gradient the last evaluate added (and of its accepted mass).
+  // Bound on the L1 error of the gradient the last evaluate added (and of its accepted mass), for
+  // the rule it used.
   double gradient_error() const { return gradient_error_; }
 
  private:
   // The node range for the last point: t_j = e^{u_0 + j h}.
   void place_nodes(const Eigen::VectorXd& x, double c) {
     const double s_min = c + x.minCoeff(), s_max = c + n_ * x.maxCoeff();
-    u0_ = std::log(kLowTail / s_max);
-    nodes_ = nodes_for(std::log(s_max / s_min));
+    u0_ = std::log(rule_.low_tail / s_max);
+    nodes_ = nodes_for(std::log(s_max / s_min), rule_);
   }
 
   // One pass of log(1 + z_u g_u) summed over u (series degrees 1..N) at t, and of r_u D_u with
@@ -221,7 +237,7 @@ class LaplaceSums {
 
   template <int N>
   double evaluate_sized(const Eigen::VectorXd& x, const std::vector<double>& q, const std::vector<double>& bases,
-                        double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
+                        double c, double eps, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
     const int m = static_cast<int>(x.size());
     m_ = m, n_ = N, c_ = c;
     x_ = x;
@@ -241,7 +257,7 @@ class LaplaceSums {
     const bool two_bases = bases.size() > 1;
     double accepted = 0.0, allocated = 0.0;
     for (int j = 0; j < nodes_; ++j) {
-      const double t = std::exp(u0_ + j * kStep), weight = kStep * std::exp(-t * c);
+      const double t = std::exp(u0_ + j * rule_.step), weight = rule_.step * std::exp(-t * c);
       std::array<double, N + 1> L, A;
       std::array<double, N> S;
       log_product<N>(t, L, S);
@@ -293,7 +309,6 @@ class LaplaceSums {
       diagonal[l] += diagonal_[l];
       allocated += std::abs(first_[l]);
     }
-    static const double eps = relative_error(1);
     gradient_error_ = eps / (1.0 - eps) * std::max(allocated, std::abs(accepted));
     return accepted;
   }
@@ -309,8 +324,9 @@ class LaplaceSums {
     const double* __restrict vs = v.data();
     const double* __restrict powers = powers_.data();
     double* __restrict product = out.data();
-    for (int j = 0; j < nodes_; j += kProductStride) {
-      const double t = std::exp(u0_ + j * kStep), weight = kProductStride * kStep * std::exp(-t * c_);
+    const int stride = rule_.product_stride;
+    for (int j = 0; j < nodes_; j += stride) {
+      const double t = std::exp(u0_ + j * rule_.step), weight = stride * rule_.step * std::exp(-t * c_);
       if (weight == 0.0) continue;
       // Lr = sum_u r_u v_u D_u, D_u = 1 - 1 / (1 + z_u g_u) (degrees 1..N-1)
       double* __restrict r_out = scratch.data();
@@ -352,6 +368,7 @@ class LaplaceSums {
   }
 
   int m_ = 0, n_ = 2, nodes_ = 0;
+  Rule rule_ = kCertified;  // of the last evaluate
   double c_ = 0.0, u0_ = 0.0;
   Eigen::VectorXd x_, first_, diagonal_;  // per variable: sum_U w x / s, sum_U w x (s - x) / s^2 (rule)
   std::vector<double> powers_, r_, z_;  // q^d / d! ([d - 1][u]); t x and e^{-t x} at one node
