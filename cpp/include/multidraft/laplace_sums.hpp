@@ -156,7 +156,11 @@ class LaplaceSums {
   // in mu of the same product with z_u (1 + mu t x_u v_u) for z_u (a dual number). That part
   // takes every product_stride-th node of the rule (certified: step 2 h, about 1e-4 relative,
   // relative_error at that step): conjugate gradients need a direction, not certified digits, and
-  // the products are much of a Newton iteration's work (measured: flat V = 32000, n = 3).
+  // the products are much of a Newton iteration's work (measured: flat V = 32000, n = 3). For the
+  // same reason they start at t s_max = kProductLowTail: the inner sum weighs 1 / s_U^2, whose
+  // integrand t e^{-t s} leaves at most (t_min s)^2 / 2 <= 5e-5 below (a third of the coarse
+  // rule's nodes, half of the certified rule's product nodes).
+  static constexpr double kProductLowTail = 1e-2;
   // `scratch` holds the per-node working rows (resized to (n + 1) m, so a reused one allocates
   // nothing): the caller's, since a plan's objects may be shared by threads.
   void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
@@ -325,7 +329,8 @@ class LaplaceSums {
     const double* __restrict powers = powers_.data();
     double* __restrict product = out.data();
     const int stride = rule_.product_stride;
-    for (int j = 0; j < nodes_; j += stride) {
+    const int first = static_cast<int>(std::floor(std::log(kProductLowTail / rule_.low_tail) / rule_.step));
+    for (int j = first; j < nodes_; j += stride) {
       const double t = std::exp(u0_ + j * rule_.step), weight = stride * rule_.step * std::exp(-t * c_);
       if (weight == 0.0) continue;
       // Lr = sum_u r_u v_u D_u, D_u = 1 - 1 / (1 + z_u g_u) (degrees 1..N-1)
