@@ -174,16 +174,24 @@ struct ConvexObjective {
   // s = log(R / delta), and Theta_T decreases all the way there. Newton itself moves at most about
   // 1 per iteration along 1 while the slack share is small (its step is (R - delta) / R' with
   // |R'| <= R), so on peaked inputs, where delta is tiny, this saves most iterations.
-  // Returns 0 (no jump) unless R > 2 delta > 0 and the level dominates the gradient
-  // (-sum g >= ||g||_1 / 2: otherwise the shape is what is wrong, and a jump only costs a pass);
-  // capped at kLevelShiftCap.
-  double level_shift(const Eigen::VectorXd& gradient) const {
+  // With delta <= 0 (the targets take every term's whole weight, as on full vocabularies, where
+  // gamma_T is tiny) the minimiser lies at infinity and Theta_T decreases all along 1; the
+  // gradient norm only needs R below the threshold, and once the tokens outweigh the slack in
+  // every term R(a + s 1) is about R e^{-s}: the jump aims at R = threshold / 4 (measured: flat
+  // V = 32000, n = 3, and peaked tau = 1e-4 inner problems crawled 6 to 9 Newton iterations, the
+  // gradient falling by e per iteration, all of it in the level).
+  // Returns 0 (no jump) unless the level dominates the gradient (-sum g >= ||g||_1 / 2: otherwise
+  // the shape is what is wrong, and a jump only costs a pass) and R > 2 delta > 0, or delta <= 0
+  // and R > threshold / 2; capped at kLevelShiftCap.
+  double level_shift(const Eigen::VectorXd& gradient, double threshold) const {
     constexpr double kLevelShiftCap = 30.0;
+    if (!slack) return 0.0;
     const double delta = total_weight - target.sum();
-    if (!slack || !(delta > 1e-12 * total_weight)) return 0.0;
     const double level_part = -gradient.sum(), rejected = delta + level_part;
-    if (rejected <= 2.0 * delta || level_part < 0.5 * gradient.lpNorm<1>()) return 0.0;
-    return std::min(std::log(rejected / delta), kLevelShiftCap);
+    if (level_part < 0.5 * gradient.lpNorm<1>()) return 0.0;
+    const double aim = delta > 1e-12 * total_weight ? delta : 0.25 * threshold;
+    if (!(rejected > 2.0 * aim)) return 0.0;
+    return std::min(std::log(rejected / aim), kLevelShiftCap);
   }
 
   // The outer objective's passes work at a - max a (its gauge: gradient and Hessian are the same
@@ -525,7 +533,10 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
       certify();
       return report;
     }
-    if (const double shift = objective.level_shift(g); shift > 0.0) {  // counts as an iteration
+    // A jump stays within `reach` (beyond, evaluate_trial refuses it and the pass is repeated).
+    double shift = objective.level_shift(g, threshold);
+    if (stay_in_range) shift = std::min(shift, reach - report.solution.maxCoeff());
+    if (shift > 0.0) {  // counts as an iteration
       report.solution.array() += shift;
       if (evaluate_trial(report.solution, g, curvature)) continue;
       report.solution.array() -= shift;  // refused by the budget: a Newton step from where we were
