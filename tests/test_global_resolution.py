@@ -368,6 +368,27 @@ def test_summed_terms_match_enumeration_at_the_same_point(seed):
     assert abs(fast["accepted"] - exact["accepted"]) <= fast["gradient_error"] + 1e-14  # same sums, other weights
 
 
+@pytest.mark.parametrize("seed", [s for s in range(180) if derivative_instance(s)[1] > 2 or s % 4 == 3])
+def test_coarse_laplace_rule_bound_holds(seed):
+    """LaplaceSums' coarse rule (Newton iterates; about a third of the nodes) against enumeration
+    at the same point: the gradient and the accepted mass within the bound it reports (which the
+    stopping test adds to the gradient norm), that bound about 5e-6 relative, and the curvature
+    good enough for conjugate gradients."""
+    from multidraft import _core
+    q, n, bases, slack, a, v, max_terms = derivative_instance(seed)
+    coarse = _core._testing.objective_derivatives(q, n, bases, slack, a, v, True, max_terms, coarse=True)
+    exact = _core._testing.objective_derivatives(q, n, bases, slack, a, v, False)
+    if not coarse["laplace"]:
+        return
+    error = np.abs(coarse["gradient"] - exact["gradient"]).sum()
+    assert error <= coarse["gradient_error"] + 1e-14
+    assert abs(coarse["accepted"] - exact["accepted"]) <= coarse["gradient_error"] + 1e-14
+    mass = np.abs(exact["gradient"]).sum() + 2 * abs(exact["accepted"]) + 1e-300  # gradient = allocation here
+    assert coarse["gradient_error"] <= 1e-5 * mass
+    for key in ("diagonal", "hessian_times"):
+        np.testing.assert_allclose(coarse[key], exact[key], rtol=1e-3, atol=1e-3 * np.abs(exact[key]).max())
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_laplace_sums_against_enumeration(seed):
     """n = 3 on 30-40 tokens and n = 4 on 14-18, every grouped term summed through the Laplace
