@@ -437,6 +437,24 @@ def test_interpolated_terms_do_not_count_against_the_work_budget():
     assert abs(fast.alpha - fast.alpha_star) <= 10 * 1e-4
 
 
+@pytest.mark.parametrize("max_terms", [50, 1e7], ids=["summed", "enumerated"])
+def test_inner_level_jump_when_the_targets_take_every_term(max_terms):
+    """A peaked full vocabulary (V = k = 40, n = 3, tau = 1e-4) whose inner targets take every
+    term's weight (delta <= 0): the minimiser lies at infinity along 1, where Newton alone moves by
+    about 1 per iteration as the gradient falls by e (7 to 8 iterations); the level jump
+    (ConvexObjective::level_shift) ends it in at most 4. Summed (LaplaceSums) or enumerated, the
+    exact and raw plans keep their promises on all V**n tuples."""
+    from multidraft.bench.distributions import derive_seed, make_pairs
+    p, q = make_pairs("peaked", V=40, k=40, count=6, seed=derive_seed(1, "peaked", 40))
+    case = Case("peaked-full-vocabulary-40", p[1], q[1], 3)
+    for exact in (True, False):
+        plan = CorePlan(case, 1e-4, max_terms=max_terms, exact=exact)
+        inner = plan.diagnostics["inner"]
+        assert inner["truncation_size"] >= 30 and inner["interpolated"] == (max_terms == 50)
+        assert inner["iterations"] <= 4
+        check_against_enumeration(case, plan, 1e-4)
+
+
 def test_a_point_that_needs_enumeration_beyond_the_budget_is_refused():
     """With every point forced onto the stored, shifted path (as beyond |a| = 600), the pairs cannot
     be interpolated: the solve stops there and reports the budget, not a wrong plan."""
