@@ -368,6 +368,27 @@ def test_summed_terms_match_enumeration_at_the_same_point(seed):
     assert abs(fast["accepted"] - exact["accepted"]) <= fast["gradient_error"] + 1e-14  # same sums, other weights
 
 
+@pytest.mark.parametrize("seed", [s for s in range(180) if derivative_instance(s)[1] > 2 or s % 4 == 3])
+def test_coarse_laplace_rule_bound_holds(seed):
+    """LaplaceSums' coarse rule (Newton iterates; about a third of the nodes) against enumeration
+    at the same point: the gradient and the accepted mass within the bound it reports (which the
+    stopping test adds to the gradient norm), that bound about 5e-6 relative, and the curvature
+    good enough for conjugate gradients."""
+    from multidraft import _core
+    q, n, bases, slack, a, v, max_terms = derivative_instance(seed)
+    coarse = _core._testing.objective_derivatives(q, n, bases, slack, a, v, True, max_terms, coarse=True)
+    exact = _core._testing.objective_derivatives(q, n, bases, slack, a, v, False)
+    if not coarse["laplace"]:
+        return
+    error = np.abs(coarse["gradient"] - exact["gradient"]).sum()
+    assert error <= coarse["gradient_error"] + 1e-14
+    assert abs(coarse["accepted"] - exact["accepted"]) <= coarse["gradient_error"] + 1e-14
+    mass = np.abs(exact["gradient"]).sum() + 2 * abs(exact["accepted"]) + 1e-300  # gradient = allocation here
+    assert coarse["gradient_error"] <= 1e-5 * mass
+    for key in ("diagonal", "hessian_times"):
+        np.testing.assert_allclose(coarse[key], exact[key], rtol=1e-3, atol=1e-3 * np.abs(exact[key]).max())
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_laplace_sums_against_enumeration(seed):
     """n = 3 on 30-40 tokens and n = 4 on 14-18, every grouped term summed through the Laplace
@@ -414,6 +435,24 @@ def test_interpolated_terms_do_not_count_against_the_work_budget():
     assert all(fast.diagnostics[s]["within_budget"] for s in ("outer", "inner"))
     assert fast.alpha == pytest.approx(direct.alpha, abs=1e-11)
     assert abs(fast.alpha - fast.alpha_star) <= 10 * 1e-4
+
+
+@pytest.mark.parametrize("max_terms", [50, 1e7], ids=["summed", "enumerated"])
+def test_inner_level_jump_when_the_targets_take_every_term(max_terms):
+    """A peaked full vocabulary (V = k = 40, n = 3, tau = 1e-4) whose inner targets take every
+    term's weight (delta <= 0): the minimiser lies at infinity along 1, where Newton alone moves by
+    about 1 per iteration as the gradient falls by e (7 to 8 iterations); the level jump
+    (ConvexObjective::level_shift) ends it in at most 4. Summed (LaplaceSums) or enumerated, the
+    exact and raw plans keep their promises on all V**n tuples."""
+    from multidraft.bench.distributions import derive_seed, make_pairs
+    p, q = make_pairs("peaked", V=40, k=40, count=6, seed=derive_seed(1, "peaked", 40))
+    case = Case("peaked-full-vocabulary-40", p[1], q[1], 3)
+    for exact in (True, False):
+        plan = CorePlan(case, 1e-4, max_terms=max_terms, exact=exact)
+        inner = plan.diagnostics["inner"]
+        assert inner["truncation_size"] >= 30 and inner["interpolated"] == (max_terms == 50)
+        assert inner["iterations"] <= 4
+        check_against_enumeration(case, plan, 1e-4)
 
 
 def test_a_point_that_needs_enumeration_beyond_the_budget_is_refused():

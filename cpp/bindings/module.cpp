@@ -356,11 +356,12 @@ GlobalResolutionPlan* global_resolution_plan(const Doubles& p, const Doubles& q,
 void bind_testing(py::module_& m) {
   py::module_ t = m.def_submodule("_testing", "Test hooks of the multidraft core (not a public API)");
   // Gradient, Hessian diagonal, accepted mass and a Hessian-vector product of one grouped
-  // objective (convex.hpp) at a point, with or without interpolated sums.
+  // objective (convex.hpp) at a point, with or without interpolated sums (`coarse`: LaplaceSums'
+  // rule for Newton iterates).
   t.def(
       "objective_derivatives",
       [](const Doubles& q, int n, std::vector<double> bases, bool slack, const Doubles& a, const Doubles& v,
-         bool interpolation, double max_terms) {
+         bool interpolation, double max_terms, bool coarse) {
         const int size = static_cast<int>(q.shape(0));
         if (a.shape(0) != size || v.shape(0) != size) throw std::invalid_argument("'q', 'a' and 'v' must have one length");
         if (n < 1 || n > kMaxTermSize || bases.empty()) throw std::invalid_argument("bad 'n' or 'bases'");
@@ -376,7 +377,7 @@ void bind_testing(py::module_& m) {
           objective.target = Eigen::VectorXd::Zero(size);
           const Eigen::VectorXd point = Eigen::Map<const Eigen::VectorXd>(a.data(), size);
           curvature.dense = false;
-          if (!objective.evaluate(point, gradient, curvature)) throw std::runtime_error("over the work budget");
+          if (!objective.evaluate(point, gradient, curvature, coarse)) throw std::runtime_error("over the work budget");
           objective.hessian_times(curvature, Eigen::Map<const Eigen::VectorXd>(v.data(), size), product);
         }
         py::dict out;
@@ -390,7 +391,7 @@ void bind_testing(py::module_& m) {
         return out;
       },
       py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
-      py::arg("interpolation"), py::arg("max_terms") = 1e12);
+      py::arg("interpolation"), py::arg("max_terms") = 1e12, py::arg("coarse") = false);
 
   // positions_by_key (radix_sort.hpp) over given 64-bit keys, against a stable argsort in tests.
   t.def(

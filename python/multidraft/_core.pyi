@@ -10,7 +10,8 @@ from types import ModuleType
 import numpy as np
 import numpy.typing as npt
 
-#: Test hooks, not a public API: objective_derivatives(q, n, bases, slack, a, v, interpolation, max_terms)
+#: Test hooks, not a public API: objective_derivatives(q, n, bases, slack, a, v, interpolation, max_terms,
+#: coarse=False)
 #: (the grouped objective's derivatives at a point, convex.hpp) and global_resolution_plan(...,
 #: unshifted_limit=600.0, interpolation=True) (a GlobalResolutionPlan with those switches).
 _testing: ModuleType

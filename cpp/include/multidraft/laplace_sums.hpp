@@ -51,17 +51,63 @@ inline double exp_negative(double r) {
   return series * scale;
 }
 
+// z_u g_u(λ) = z_u (e^{q_u λ} - 1) by degree: phi[d] = z q_u^d / d! (d = 1..N) from the
+// variable's column of the power table (column[(d - 1) stride] = q_u^d / d!).
+template <int N>
+[[gnu::always_inline]] inline void factor_coefficients(double z, const double* column, int stride, double (&phi)[N + 1]) {
+#pragma GCC unroll 16
+  for (int d = 1; d <= N; ++d) phi[d] = z * column[(d - 1) * stride];
+}
+
+// At node t: r = t x_u (clamped where e^{-r} leaves the normal range), z = e^{-r} and z g_u.
+template <int N>
+[[gnu::always_inline]] inline void node_factor(double t, double x, const double* column, int stride, double& r,
+                                               double& z, double (&phi)[N + 1]) {
+  r = std::min(t * x, 708.0);
+  z = exp_negative(r);
+  factor_coefficients<N>(z, column, stride, phi);
+}
+
+// Degrees 0..N-1 of numerator / (1 + phi(λ)) (phi has no constant term): out_k = numerator_k -
+// sum_{d=1..k} phi_d out_{k-d}. Divides a variable's own factor out of the product; a null
+// numerator stands for 1 (the factor's inverse, 1 - D_u). Both helpers are inlined into the
+// per-variable loops, which GCC 12 vectorises only with the local arrays passed by reference and
+// the 1 known at compile time (a pointer to a local array, or to a table 1, 0, 0, ..., stops it).
+template <int N>
+[[gnu::always_inline]] inline void divide_by_factor(const double (&phi)[N + 1], const double* numerator, double (&out)[N]) {
+  out[0] = numerator ? numerator[0] : 1.0;
+#pragma GCC unroll 16
+  for (int k = 1; k < N; ++k) {
+    double acc = numerator ? numerator[k] : 0.0;
+#pragma GCC unroll 16
+    for (int d = 1; d <= k; ++d) acc -= phi[d] * out[k - d];
+    out[k] = acc;
+  }
+}
+
 class LaplaceSums {
  public:
   static constexpr int kMaxSize = 6;           // n handled (compile-time series lengths)
-  static constexpr double kStep = 1.0 / 3.0;   // h, in units of log t
-  static constexpr double kLowTail = 1e-11;    // t_min s_max: the rule's tail below t_min, relative
-  static constexpr double kHighTail = 36.0;    // t_max s_min: above t_max, relative <= 2 h 36^2 e^{-36}
+
+  // A trapezoidal rule in u = log t: step h, node range [t_min, t_max] with t_min s_max = low_tail
+  // (the part below, relative) and t_max s_min = high_tail (above: relative <= 2 h T^p e^{-T}), and
+  // the Hessian products' node stride (hessian_times).
+  struct Rule {
+    double step, low_tail, high_tail;
+    int product_stride;
+  };
+  // Certified: relative error 2.4e-11 (relative_error(1)), the rows a plan keeps. Coarse: about
+  // 5e-6 with a third of the nodes (under half for any spread of a), for Newton iterates, which only need a descent direction and
+  // a gradient norm (with its own bound) to compare with a stopping threshold of 5 tau - 3 eps_T;
+  // its products take every node (step 0.6: 3e-5 relative, as good as the certified rule's
+  // every other node).
+  static constexpr Rule kCertified{1.0 / 3.0, 1e-11, 36.0, 2};
+  static constexpr Rule kCoarse{0.6, 1e-6, 20.0, 1};
 
   static bool handles(int n) { return n >= 2 && n <= kMaxSize; }
   // Nodes for terms with s in [s_min, s_max], log_ratio = log(s_max / s_min).
-  static int nodes_for(double log_ratio) {
-    return static_cast<int>(std::ceil((log_ratio + std::log(kHighTail / kLowTail)) / kStep)) + 1;
+  static int nodes_for(double log_ratio, const Rule& rule = kCertified) {
+    return static_cast<int>(std::ceil((log_ratio + std::log(rule.high_tail / rule.low_tail)) / rule.step)) + 1;
   }
   // Worth it against enumerating `terms` grouped terms (about 2 ns each, full_subsets.hpp): a
   // node costs about 10 ns per variable (both passes, n = 4, measured on an AMD EPYC).
@@ -73,15 +119,16 @@ class LaplaceSums {
   // Hessian's second part). [TW] Theorem 5.1: the integrand f(u) = e^{p u} e^{-s e^u} is analytic
   // in |Im u| < pi / 2 with ∫|f(u + i y)| du = Gamma(p) / (s cos y)^p, so the infinite rule errs by
   // at most 2 / (cos(d)^p (e^{2 pi d / h} - 1)) relative, for any d < pi / 2 (minimised here).
-  // Truncation: below t_min the terms sum to at most t_min^p s^p... <= kLowTail^p relative; above
-  // t_max they fall faster than geometrically from 36^p e^{-36}. Plus 1e-13 for rounding.
-  static double relative_error(int p) {
+  // Truncation: below t_min the terms sum to at most t_min^p s^p... <= low_tail^p relative; above
+  // t_max they fall faster than geometrically from T^p e^{-T}. Plus 1e-13 for rounding.
+  static double relative_error(int p, const Rule& rule = kCertified) {
     double best = 1.0;
     for (double delta = 1e-3; delta < 1.5; delta += 1e-3) {
       const double d = M_PI / 2 - delta;
-      best = std::min(best, 2.0 / (std::pow(std::cos(d), p) * std::expm1(2.0 * M_PI * d / kStep)));
+      best = std::min(best, 2.0 / (std::pow(std::cos(d), p) * std::expm1(2.0 * M_PI * d / rule.step)));
     }
-    return best + std::pow(kLowTail, p) + 2.0 * kStep * std::pow(kHighTail, p) * std::exp(-kHighTail) + 1e-13;
+    return best + std::pow(rule.low_tail, p) + 2.0 * rule.step * std::pow(rule.high_tail, p) * std::exp(-rule.high_tail) +
+           1e-13;
   }
 
   // Adds every term's contribution to the gradient (sum_{U ∋ l} w_U x_l / s_U) and the Hessian
@@ -89,44 +136,53 @@ class LaplaceSums {
   // no difference to cancel; X_{U \ l} is the first-order part of the dual product of
   // hessian_times with v = 1) at x = e^a, weights w_U with base
   // bases[0]; returns the accepted mass sum_U w'_U X_U / s_U with base bases[1] (bases[0] when
-  // there is one base).
+  // there is one base). `coarse`: kCoarse instead of kCertified (gradient_error follows).
   double evaluate(const Eigen::VectorXd& x, const std::vector<double>& q, int n, const std::vector<double>& bases,
-                  double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
+                  double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, bool coarse = false) {
+    rule_ = coarse ? kCoarse : kCertified;
+    static const double certified_error = relative_error(1, kCertified), coarse_error = relative_error(1, kCoarse);
+    const double eps = coarse ? coarse_error : certified_error;
     switch (n) {
-      case 2: return evaluate_sized<2>(x, q, bases, c, gradient, diagonal);
-      case 3: return evaluate_sized<3>(x, q, bases, c, gradient, diagonal);
-      case 4: return evaluate_sized<4>(x, q, bases, c, gradient, diagonal);
-      case 5: return evaluate_sized<5>(x, q, bases, c, gradient, diagonal);
-      default: return evaluate_sized<6>(x, q, bases, c, gradient, diagonal);
+      case 2: return evaluate_sized<2>(x, q, bases, c, eps, gradient, diagonal);
+      case 3: return evaluate_sized<3>(x, q, bases, c, eps, gradient, diagonal);
+      case 4: return evaluate_sized<4>(x, q, bases, c, eps, gradient, diagonal);
+      case 5: return evaluate_sized<5>(x, q, bases, c, eps, gradient, diagonal);
+      default: return evaluate_sized<6>(x, q, bases, c, eps, gradient, diagonal);
     }
   }
 
   // out += (the terms' Hessian) v at the point of the last evaluate: out_l += v_l diagonal_l -
   // sum_{U ∋ l} w_U x_l (sum_{i in U \ l} x_i v_i) / s_U^2. The inner sum is the first-order part
   // in mu of the same product with z_u (1 + mu t x_u v_u) for z_u (a dual number). That part
-  // takes every kProductStride-th node (step 2 h: about 1e-4 relative, relative_error at that
-  // step): conjugate gradients need a direction, not certified digits, and the products are most
-  // of a Newton iteration's work (measured: flat V = 32000, n = 3).
-  static constexpr int kProductStride = 2;
-  void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+  // takes every product_stride-th node of the rule (certified: step 2 h, about 1e-4 relative,
+  // relative_error at that step): conjugate gradients need a direction, not certified digits, and
+  // the products are much of a Newton iteration's work (measured: flat V = 32000, n = 3). For the
+  // same reason they start at t s_max = kProductLowTail: the inner sum weighs 1 / s_U^2, whose
+  // integrand t e^{-t s} leaves at most (t_min s)^2 / 2 <= 5e-5 below (a third of the coarse
+  // rule's nodes, half of the certified rule's product nodes).
+  static constexpr double kProductLowTail = 1e-2;
+  // `scratch` holds the per-node working rows (resized to (n + 1) m, so a reused one allocates
+  // nothing): the caller's, since a plan's objects may be shared by threads.
+  void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
     switch (n_) {
-      case 2: return hessian_times_sized<2>(v, out);
-      case 3: return hessian_times_sized<3>(v, out);
-      case 4: return hessian_times_sized<4>(v, out);
-      case 5: return hessian_times_sized<5>(v, out);
-      default: return hessian_times_sized<6>(v, out);
+      case 2: return hessian_times_sized<2>(v, out, scratch);
+      case 3: return hessian_times_sized<3>(v, out, scratch);
+      case 4: return hessian_times_sized<4>(v, out, scratch);
+      case 5: return hessian_times_sized<5>(v, out, scratch);
+      default: return hessian_times_sized<6>(v, out, scratch);
     }
   }
 
-  // Bound on the L1 error of the gradient the last evaluate added (and of its accepted mass).
+  // Bound on the L1 error of the gradient the last evaluate added (and of its accepted mass), for
+  // the rule it used.
   double gradient_error() const { return gradient_error_; }
 
  private:
   // The node range for the last point: t_j = e^{u_0 + j h}.
   void place_nodes(const Eigen::VectorXd& x, double c) {
     const double s_min = c + x.minCoeff(), s_max = c + n_ * x.maxCoeff();
-    u0_ = std::log(kLowTail / s_max);
-    nodes_ = nodes_for(std::log(s_max / s_min));
+    u0_ = std::log(rule_.low_tail / s_max);
+    nodes_ = nodes_for(std::log(s_max / s_min), rule_);
   }
 
   // One pass of log(1 + z_u g_u) summed over u (series degrees 1..N) at t, and of r_u D_u with
@@ -143,13 +199,9 @@ class LaplaceSums {
     double* __restrict terms = terms_.data();  // per-variable terms, summed after the loop
 #pragma omp simd
     for (int u = 0; u < m; ++u) {
-      const double r = std::min(t * xs[u], 708.0);
-      const double z = exp_negative(r);
-      rs[u] = r;
-      zs[u] = z;
       double phi[N + 1], ell[N + 1], inverse[N];
-#pragma GCC unroll 16
-      for (int d = 1; d <= N; ++d) phi[d] = z * powers[(d - 1) * m + u];
+      node_factor<N>(t, xs[u], powers + u, m, rs[u], zs[u], phi);
+      const double r = rs[u];
       // log(1 + phi): ell_k = phi_k - (1/k) sum_{i<k} i ell_i phi_{k-i}
 #pragma GCC unroll 16
       for (int k = 1; k <= N; ++k) {
@@ -159,15 +211,9 @@ class LaplaceSums {
         ell[k] = phi[k] - acc / k;
         terms[(k - 1) * m + u] = ell[k];
       }
-      inverse[0] = 1.0;  // 1 / (1 + phi) = 1 - D
+      divide_by_factor<N>(phi, nullptr, inverse);  // 1 / (1 + phi) = 1 - D
 #pragma GCC unroll 16
-      for (int k = 1; k < N; ++k) {
-        double acc = 0.0;
-#pragma GCC unroll 16
-        for (int d = 1; d <= k; ++d) acc -= phi[d] * inverse[k - d];
-        inverse[k] = acc;
-        terms[(N + k - 1) * m + u] = -r * acc;
-      }
+      for (int k = 1; k < N; ++k) terms[(N + k - 1) * m + u] = -r * inverse[k];
     }
     L[0] = S[0] = 0.0;
     for (int k = 1; k <= N; ++k) L[k] = row_sum(terms + (k - 1) * m, m);
@@ -195,7 +241,7 @@ class LaplaceSums {
 
   template <int N>
   double evaluate_sized(const Eigen::VectorXd& x, const std::vector<double>& q, const std::vector<double>& bases,
-                        double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
+                        double c, double eps, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
     const int m = static_cast<int>(x.size());
     m_ = m, n_ = N, c_ = c;
     x_ = x;
@@ -215,7 +261,7 @@ class LaplaceSums {
     const bool two_bases = bases.size() > 1;
     double accepted = 0.0, allocated = 0.0;
     for (int j = 0; j < nodes_; ++j) {
-      const double t = std::exp(u0_ + j * kStep), weight = kStep * std::exp(-t * c);
+      const double t = std::exp(u0_ + j * rule_.step), weight = rule_.step * std::exp(-t * c);
       std::array<double, N + 1> L, A;
       std::array<double, N> S;
       log_product<N>(t, L, S);
@@ -237,22 +283,14 @@ class LaplaceSums {
 #pragma omp simd reduction(+ : accepted_sum)
       for (int l = 0; l < m; ++l) {
         const double z = zs[l], r = rs[l];
-        double M[N], Ma[N], inverse[N], E[N];  // K / (1 + z_l g_l), degrees 0..N-1, for both bases
-        M[0] = Ma[0] = inverse[0] = 1.0;
+        double phi[N + 1], M[N], Ma[N], inverse[N], E[N];  // K / (1 + z_l g_l), degrees 0..N-1, both bases
+        factor_coefficients<N>(z, powers + l, m, phi);
+        divide_by_factor<N>(phi, K, M);
+        divide_by_factor<N>(phi, K_accepted, Ma);
+        divide_by_factor<N>(phi, nullptr, inverse);
         E[0] = 0.0;
 #pragma GCC unroll 16
-        for (int k = 1; k < N; ++k) {
-          double acc = K[k], acc_a = K_accepted[k], acc_i = 0.0;
-#pragma GCC unroll 16
-          for (int d = 1; d <= k; ++d) {
-            const double phi = z * powers[(d - 1) * m + l];
-            acc -= phi * M[k - d];
-            acc_a -= phi * Ma[k - d];
-            acc_i -= phi * inverse[k - d];
-          }
-          M[k] = acc, Ma[k] = acc_a, inverse[k] = acc_i;
-          E[k] = S[k] + r * acc_i;  // sum over u != l of r_u D_u
-        }
+        for (int k = 1; k < N; ++k) E[k] = S[k] + r * inverse[k];  // sum over u != l of r_u D_u
         double G = 0.0, Ga = 0.0, H = 0.0;  // sum_{U ∋ l} w_U e^{-t X_U} (t X_{U \ l}) / z_l for H
 #pragma GCC unroll 16
         for (int d = 1; d <= N; ++d) {
@@ -275,45 +313,38 @@ class LaplaceSums {
       diagonal[l] += diagonal_[l];
       allocated += std::abs(first_[l]);
     }
-    static const double eps = relative_error(1);
     gradient_error_ = eps / (1.0 - eps) * std::max(allocated, std::abs(accepted));
     return accepted;
   }
 
   template <int N>
-  void hessian_times_sized(const Eigen::VectorXd& v, Eigen::VectorXd& out) const {
+  void hessian_times_sized(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
     const int m = m_;
     double n_factorial = 1.0;
     for (int d = 2; d <= N; ++d) n_factorial *= d;
     for (int l = 0; l < m; ++l) out[l] += v[l] * diagonal_[l];
-    std::vector<double> rs(m), zs(m), moved(static_cast<std::size_t>(N) * m);  // r_u, z_u, r_u v_u D_u
+    scratch.resize(static_cast<std::size_t>(N + 1) * m);  // rows: r_u, z_u, then r_u v_u D_u by degree 1..N-1
     const double* __restrict xs = x_.data();
     const double* __restrict vs = v.data();
     const double* __restrict powers = powers_.data();
     double* __restrict product = out.data();
-    for (int j = 0; j < nodes_; j += kProductStride) {
-      const double t = std::exp(u0_ + j * kStep), weight = kProductStride * kStep * std::exp(-t * c_);
+    const int stride = rule_.product_stride;
+    const int first = static_cast<int>(std::floor(std::log(kProductLowTail / rule_.low_tail) / rule_.step));
+    for (int j = first; j < nodes_; j += stride) {
+      const double t = std::exp(u0_ + j * rule_.step), weight = stride * rule_.step * std::exp(-t * c_);
       if (weight == 0.0) continue;
       // Lr = sum_u r_u v_u D_u, D_u = 1 - 1 / (1 + z_u g_u) (degrees 1..N-1)
-      double* __restrict r_out = rs.data();
-      double* __restrict z_out = zs.data();
-      double* __restrict terms = moved.data();
+      double* __restrict r_out = scratch.data();
+      double* __restrict z_out = r_out + m;
+      double* __restrict terms = z_out + m;
 #pragma omp simd
       for (int u = 0; u < m; ++u) {
-        const double r = std::min(t * xs[u], 708.0);
-        const double z = exp_negative(r);
-        r_out[u] = r;
-        z_out[u] = z;
-        double inverse[N];
-        inverse[0] = 1.0;
+        double phi[N + 1], inverse[N];
+        node_factor<N>(t, xs[u], powers + u, m, r_out[u], z_out[u], phi);
+        const double r = r_out[u];
+        divide_by_factor<N>(phi, nullptr, inverse);
 #pragma GCC unroll 16
-        for (int k = 1; k < N; ++k) {
-          double acc = 0.0;
-#pragma GCC unroll 16
-          for (int d = 1; d <= k; ++d) acc -= z * powers[(d - 1) * m + u] * inverse[k - d];
-          inverse[k] = acc;
-          terms[(k - 1) * m + u] = -r * vs[u] * acc;
-        }
+        for (int k = 1; k < N; ++k) terms[(k - 1) * m + u] = -r * vs[u] * inverse[k];
       }
       double sums[N];
       for (int k = 1; k < N; ++k) sums[k] = row_sum(terms + (k - 1) * m, m);
@@ -321,21 +352,13 @@ class LaplaceSums {
 #pragma omp simd
       for (int l = 0; l < m; ++l) {
         const double z = z_out[l], r = r_out[l], moved_l = r * vs[l];
-        double M[N], inverse[N], E[N];
-        M[0] = inverse[0] = 1.0;
+        double phi[N + 1], M[N], inverse[N], E[N];
+        factor_coefficients<N>(z, powers + l, m, phi);
+        divide_by_factor<N>(phi, K, M);
+        divide_by_factor<N>(phi, nullptr, inverse);
         E[0] = 0.0;
 #pragma GCC unroll 16
-        for (int k = 1; k < N; ++k) {
-          double acc = K[k], acc_i = 0.0;
-#pragma GCC unroll 16
-          for (int d = 1; d <= k; ++d) {
-            const double phi = z * powers[(d - 1) * m + l];
-            acc -= phi * M[k - d];
-            acc_i -= phi * inverse[k - d];
-          }
-          M[k] = acc, inverse[k] = acc_i;
-          E[k] = sums[k] + moved_l * acc_i;  // Lr minus l's own r v D_l (D_l = -inverse)
-        }
+        for (int k = 1; k < N; ++k) E[k] = sums[k] + moved_l * inverse[k];  // Lr minus l's own r v D_l (D_l = -inverse)
         double H = 0.0;  // sum_d q^d / d! (M * E)_{N-d}
 #pragma GCC unroll 16
         for (int d = 1; d < N; ++d) {
@@ -350,6 +373,7 @@ class LaplaceSums {
   }
 
   int m_ = 0, n_ = 2, nodes_ = 0;
+  Rule rule_ = kCertified;  // of the last evaluate
   double c_ = 0.0, u0_ = 0.0;
   Eigen::VectorXd x_, first_, diagonal_;  // per variable: sum_U w x / s, sum_U w x (s - x) / s^2 (rule)
   std::vector<double> powers_, r_, z_;  // q^d / d! ([d - 1][u]); t x and e^{-t x} at one node
