@@ -466,10 +466,6 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   Eigen::VectorXd g(m), d(m), trial_gradient(m);
   Curvature& curvature = workspace.curvature;
   Curvature& trial_curvature = workspace.trial_curvature;
-  // The workspace's variable orders belong to the previous solve: refreshing them by insertion
-  // would only waste moves before the full sort (SortedPoints::place).
-  curvature.sorted.order.clear();
-  trial_curvature.sorted.order.clear();
   curvature.dense = trial_curvature.dense = use_dense_newton(objective, report.solution);
   // Iterates take LaplaceSums' coarse rule (a third of its nodes); the point whose gradient the
   // report returns (its rows, gradient_error) is evaluated with the certified rule (again, unless
