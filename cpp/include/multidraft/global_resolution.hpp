@@ -265,9 +265,9 @@ class GlobalResolutionPlan {
 
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
-    token_class_.assign(V, kOffSupport);  // kOuter / kInner on the draft support; Z marked below
+    support_class_.resize(split.support.size());  // kOuter / kInner; Z marked below
     for (std::size_t k = 0; k < split.order.size(); ++k)
-      token_class_[split.order[k]] = k < static_cast<std::size_t>(split.h) ? kInner : kOuter;
+      support_class_[split.order_positions[k]] = k < static_cast<std::size_t>(split.h) ? kInner : kOuter;
     std::vector<int> inner_tokens;
     inner_tokens.reserve(split.h);
     double mass_Z = 0.0;
@@ -277,7 +277,7 @@ class GlobalResolutionPlan {
         inner_tokens.push_back(t);
       } else {
         mass_Z += q[t];
-        token_class_[t] = kZ;
+        support_class_[split.order_positions[k]] = kZ;
       }
     }
     std::vector<int> inner_kept = minimal_truncation(
@@ -309,6 +309,7 @@ class GlobalResolutionPlan {
       for (int k = 0; k < inner_size; ++k) truncated_.push_back({inner_tokens[k], inner.alpha[k], 0.0});
       sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
       rejection_law_ = std::move(split.law);
+      support_ = std::move(split.support);
       alpha_ = std::clamp(integer_power(q_total, n) - integer_power(mass_H, n) + inner_acceptance, 0.0, 1.0);
       return;
     }
@@ -338,15 +339,17 @@ class GlobalResolutionPlan {
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
     correction_ = OutputCorrection(p, V, split.support.size(), [&](auto&& propose) {
       auto x = truncated_.begin();  // by increasing id, as the support
-      for (const int t : split.support) {  // r = 0 off the draft support and on Z
-        if (token_class_[t] == kZ) continue;
+      for (std::size_t i = 0; i < split.support.size(); ++i) {  // r = 0 off the draft support and on Z
+        const int t = split.support[i];
+        if (support_class_[i] == kZ) continue;
         if (x != truncated_.end() && x->token == t) {  // the system's row on T
           propose(t, std::max((x++)->row, 0.0));
         } else {  // the first-draft law
-          propose(t, q[t] * (token_class_[t] == kOuter ? first_outer : first_inner));
+          propose(t, q[t] * (support_class_[i] == kOuter ? first_outer : first_inner));
         }
       }
     });
+    support_ = std::move(split.support);
     alpha_ = correction_.kept();
     law_error_bound_ = (outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0);
   }
@@ -435,9 +438,16 @@ class GlobalResolutionPlan {
   // V \ H* and H* with p > 0 on the draft support, H* with p = 0, tokens that no draft takes
   enum TokenClass : char { kOuter = 0, kInner = 1, kZ = 2, kOffSupport = 3 };
 
+  // A token's class, found in the draft support (O(log support): the plan keeps no V-long array).
+  TokenClass token_class(int t) const {
+    const auto found = std::lower_bound(support_.begin(), support_.end(), t);
+    return found != support_.end() && *found == t ? static_cast<TokenClass>(support_class_[found - support_.begin()])
+                                                  : kOffSupport;
+  }
+
   void check_drafts(const int* drafts) const {
     for (int j = 0; j < n_; ++j)
-      if (token_class_[drafts[j]] == kOffSupport) refuse_drafts("q = 0 at a draft");
+      if (token_class(drafts[j]) == kOffSupport) refuse_drafts("q = 0 at a draft");
   }
 
   struct TruncatedToken {
@@ -476,17 +486,17 @@ class GlobalResolutionPlan {
     Candidates c;
     c.fallback = drafts[0];
     bool outer = false;
-    for (int j = 0; j < n_; ++j) outer = outer || token_class_[drafts[j]] == kOuter;
+    for (int j = 0; j < n_; ++j) outer = outer || token_class(drafts[j]) == kOuter;
     const char kind = outer ? kOuter : kInner;
     for (int j = 0; j < n_; ++j)
-      if (token_class_[drafts[j]] == kind && !find_truncated(drafts[j])) {
+      if (token_class(drafts[j]) == kind && !find_truncated(drafts[j])) {
         c.add(drafts[j], 1.0);
         return c;
       }
     double shift = outer ? -std::numeric_limits<double>::infinity() : 0.0;  // the slack has alpha = 0
     for (int j = 0; j < n_; ++j) {  // each distinct token once (no allocation: n is small)
       const int t = drafts[j];
-      if (token_class_[t] != kind || std::find(c.token, c.token + c.count, t) != c.token + c.count) continue;
+      if (token_class(t) != kind || std::find(c.token, c.token + c.count, t) != c.token + c.count) continue;
       const double a = find_truncated(t)->alpha;
       c.add(t, a);
       shift = std::max(shift, a);
@@ -502,13 +512,13 @@ class GlobalResolutionPlan {
     std::fill(out, out + V_, 0.0);
     const std::vector<int> tokens = distinct_tokens(drafts, n_);
     bool inner = true;
-    for (int t : tokens) inner = inner && token_class_[t] != kOuter;
+    for (int t : tokens) inner = inner && token_class(t) != kOuter;
     if (!inner) {  // softmax over set(w) \ H*; acceptance is certain
       double shift = -std::numeric_limits<double>::infinity(), total = 0.0;
       for (int t : tokens)
-        if (token_class_[t] == kOuter) shift = std::max(shift, raw_alpha(t));
+        if (token_class(t) == kOuter) shift = std::max(shift, raw_alpha(t));
       for (int t : tokens)
-        if (token_class_[t] == kOuter) total += out[t] = std::exp(raw_alpha(t) - shift);
+        if (token_class(t) == kOuter) total += out[t] = std::exp(raw_alpha(t) - shift);
       for (int t : tokens) out[t] /= total;
       return;
     }
@@ -531,7 +541,7 @@ class GlobalResolutionPlan {
   // the truncation sets, outer_default_alpha_ on V \ H* and -inf on H* (Z and H* \ T get no mass).
   double raw_alpha(int t) const {
     if (const TruncatedToken* x = find_truncated(t)) return x->alpha;
-    return token_class_[t] != kOuter ? -std::numeric_limits<double>::infinity() : outer_default_alpha_;
+    return token_class(t) != kOuter ? -std::numeric_limits<double>::infinity() : outer_default_alpha_;
   }
 
   // Builds the grouped terms of one system over `tokens` and minimises it. bases[0] weights the
@@ -595,7 +605,8 @@ class GlobalResolutionPlan {
   std::vector<double> own_p_;  // p, when the plan was given normalised rows
   SystemReport outer_, inner_;
   double alpha_ = 0.0, alpha_star_ = 0.0;
-  std::vector<char> token_class_;  // TokenClass of every token (V long)
+  std::vector<int> support_;         // the draft support, increasing
+  std::vector<char> support_class_;  // its tokens' TokenClass
   // The solutions on both truncation sets, sorted by token (O(|T|) storage: a V-long array
   // costs more to allocate, page by page, than a small plan takes to solve).
   std::vector<TruncatedToken> truncated_;

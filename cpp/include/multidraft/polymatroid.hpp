@@ -57,7 +57,8 @@ inline std::vector<double> residual_law(const double* p, const double* rows, int
 // Callers that do not need the law (exact Global Resolution) skip it.
 struct IidSplit {
   std::vector<int> support;  // the tokens with q > 0, increasing
-  std::vector<int> order;
+  std::vector<int> order_positions;  // order[k] = support[order_positions[k]]
+  std::vector<int> order;            // the support by decreasing q/p (decreasing_ratio_positions)
   int h = 0;
   double draft_mass_H = 0.0, draft_mass = 0.0;  // Q(H*), Q(support)
   SubsetSolution subset;
@@ -66,7 +67,9 @@ struct IidSplit {
 
   template <class Row>
   IidSplit(const Row& p, const Row& q, int V, int n, bool with_law = true)
-      : support(draft_support(stored(q), V)), order(decreasing_ratio_order(p, q, support)) {
+      : support(draft_support(stored(q), V)), order_positions(decreasing_ratio_positions(p, q, support)) {
+    order.resize(order_positions.size());
+    for (std::size_t k = 0; k < order.size(); ++k) order[k] = support[order_positions[k]];
     IidPrefix H;
     subset = iid_optimal_subset(p, q, V, n, order, &H);
     h = H.length;

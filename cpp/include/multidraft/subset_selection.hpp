@@ -36,14 +36,22 @@ inline double integer_power(double x, int n) {
 }
 
 // The draft support (draft_support: the tokens with q > 0, increasing) sorted by decreasing q/p
-// (p = 0 counts as +inf), ties by token id. The
+// (p = 0 counts as +inf), ties by token id, as positions in `support`. The
 // ratios are keys of a radix sort (radix_sort.hpp): division rounds monotonically, so the order
 // never inverts two ratios, it can only tie ratios within an ulp (which then go by token id).
 template <class Row>
-std::vector<int> decreasing_ratio_order(const Row& p, const Row& q, std::vector<int> order) {
-  sort_by_key(order, [&](int t) {
+std::vector<int> decreasing_ratio_positions(const Row& p, const Row& q, const std::vector<int>& support) {
+  return positions_by_key(static_cast<int>(support.size()), [&](int i) {
+    const int t = support[i];
     return decreasing_key(p[t] > 0.0 ? q[t] / p[t] : std::numeric_limits<double>::infinity());
   });
+}
+
+// The same order as tokens.
+template <class Row>
+std::vector<int> decreasing_ratio_order(const Row& p, const Row& q, const std::vector<int>& support) {
+  std::vector<int> order = decreasing_ratio_positions(p, q, support);
+  for (int& i : order) i = support[i];
   return order;
 }
 
