@@ -560,8 +560,25 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
     // No a moves by more than kLongestStep: beyond, the quadratic model means nothing (e^30 ~ 1e13),
     // and a pass's cost grows with the spread of a (LaplaceSums' nodes). Measured: a warm start's
     // first step sent one a of a flat V = 128000, n = 2 inner problem from 23 to 521 (0.4 s passes).
+    // Each component is clipped, not the whole step scaled: a token whose minimiser lies at
+    // -infinity (its target is exactly the mass of the terms it cannot share: a tight set of the
+    // outer system) has a near-singular Hessian row and a Newton component of thousands, and
+    // scaling by it froze the other tokens' useful moves (measured: peaked (100, 2), tau = 1e-4,
+    // the outer gradient stuck at 7.5e-4 against a threshold of 2.6e-4, where the LP optimum over
+    // the allocations is 3.3e-5). The clipped step must still descend; otherwise it is scaled.
+    // With the gauge (outer system: the objective is linear along 1) the step is first shifted so
+    // that its median component is 0: the tokens heading for -infinity are then the ones clipped.
     constexpr double kLongestStep = 30.0;
-    if (const double longest = d.cwiseAbs().maxCoeff(); longest > kLongestStep) d *= kLongestStep / longest;
+    if (const double longest = d.cwiseAbs().maxCoeff(); longest > kLongestStep) {
+      Eigen::VectorXd clipped = d;
+      if (gauge) {
+        std::vector<double> sorted(d.data(), d.data() + m);
+        std::nth_element(sorted.begin(), sorted.begin() + m / 2, sorted.end());
+        clipped.array() -= sorted[m / 2];
+      }
+      clipped = clipped.cwiseMax(-kLongestStep).cwiseMin(kLongestStep);
+      d = g.dot(clipped) < 0.0 ? clipped : Eigen::VectorXd(d * (kLongestStep / longest));
+    }
     if (!curvature.dense && !(g.dot(d) < 0.0)) {
       // Conjugate gradients on a Hessian whose diagonal spans hundreds of orders of magnitude
       // (tokens pushed to a = -390 on the way to a minimiser at infinity) can end without
