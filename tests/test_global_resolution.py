@@ -515,6 +515,9 @@ def truncation_instances():
             q /= q.sum()
         tau = (1e-2, 1e-3, 1e-5)[k % 3]
         instances.append(pytest.param(p, q, n, tau, id=f"t{k}-V{V}-n{n}-tau{tau}"))
+    for k, conc in enumerate((0.02, 0.3)):  # over 4096 candidates in a system: the core sorts them all
+        p, q = dirichlet(rng, 12000, conc), dirichlet(rng, 12000, conc)
+        instances.append(pytest.param(p, q, 2, 1e-3, id=f"large{k}-V12000-c{conc}"))
     return instances
 
 

@@ -157,10 +157,12 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
 // block^n - (block - R)^n <= tau, block being the draft mass the error refers to. That is, all
 // entries but the most of the smallest (ties: later entries leave first) whose mass sum passes.
 // Only entries of mass at most R_cap, where the error reaches tau (closed form, enlarged by 1e-9
-// for rounding), can leave, and of those only the lightest are ordered, in rounds of growing size
-// (selection, then a sort of the selected): a flat draft keeps ~1000 tokens with hundreds below
-// R_cap, of which a handful leave. Returns the kept entries by increasing j; `error` is the error
-// of their leftover.
+// for rounding), can leave. Two regimes: a flat top-k draft keeps ~1000 tokens with hundreds below
+// R_cap, of which a handful leave: the kFewLeave lightest are selected, and the cut found among
+// them; a peaked draft over a full vocabulary leaves tens of thousands: every candidate is radix
+// sorted. The cut is found by bisection over prefix sums (a few transcendental calls, not one per
+// entry).
+// Returns the kept entries by increasing j; `error` is the error of their leftover.
 template <class Mass>
 std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, double tau, double& error) {
   const double block_n = integer_power(block, n);
@@ -177,33 +179,47 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
       return mass < other.mass || (mass == other.mass && j > other.j);
     }
   };
-  std::vector<Entry> candidates(count);
-  int kept_candidates = 0;  // written unconditionally: a branch per entry would be a coin flip
-  for (int j = 0; j < count; ++j) {
+  std::vector<Entry> candidates(count);  // by decreasing j
+  int size = 0;  // written unconditionally: a branch per entry would be a coin flip
+  for (int j = count - 1; j >= 0; --j) {
     const double x = mass(j);
-    candidates[kept_candidates] = {x, j};
-    kept_candidates += x <= cap;
+    candidates[size] = {x, j};
+    size += x <= cap;
   }
-  candidates.resize(kept_candidates);
-  double leftover = 0.0;
-  error = 0.0;
+  candidates.resize(size);
   std::vector<char> leaves(count, 0);
-  const auto all = candidates.end();
-  bool passing = true;
-  for (auto first = candidates.begin(), last = first; passing && first != all; first = last) {
-    last = first + std::min<std::ptrdiff_t>(all - first, std::max<std::ptrdiff_t>(16, 4 * (first - candidates.begin())));
-    std::nth_element(first, last - 1, all);
-    std::sort(first, last);
-    for (auto e = first; e != last; ++e) {
-      const double next = leftover + e->mass, next_error = error_of(next);
-      if (!(next_error <= tau)) {
-        passing = false;
-        break;
-      }
-      leftover = next;
-      error = next_error;
-      leaves[e->j] = 1;
+  error = 0.0;
+  // The leaving prefix of entries already in leaving order: leaving[0 .. k) leave, k the largest
+  // with error_of(their mass) <= tau (the error grows with k), found by bisection on prefix sums.
+  auto leave_prefix = [&](auto entry, int available) {
+    std::vector<double> prefix(available + 1, 0.0);
+    for (int k = 0; k < available; ++k) prefix[k + 1] = prefix[k] + entry(k).mass;
+    int low = 0, high = available;  // error_of(prefix[0]) = 0 <= tau
+    while (low < high) {
+      const int middle = high - (high - low) / 2;
+      if (error_of(prefix[middle]) <= tau)
+        low = middle;
+      else
+        high = middle - 1;
     }
+    error = error_of(prefix[low]);
+    for (int k = 0; k < low; ++k) leaves[entry(k).j] = 1;
+    return low;
+  };
+  // Selection first where few are likely to leave (top-k drafts); full vocabularies go straight
+  // to the sort (a peaked one leaves most of its ~30000 candidates).
+  constexpr int kFewLeave = 16, kSelectUpTo = 4096;
+  bool done = false;
+  if (size > kFewLeave && size <= kSelectUpTo) {
+    std::vector<Entry> lightest(candidates);
+    std::nth_element(lightest.begin(), lightest.begin() + (kFewLeave - 1), lightest.end());
+    std::sort(lightest.begin(), lightest.begin() + kFewLeave);
+    done = leave_prefix([&](int k) -> const Entry& { return lightest[k]; }, kFewLeave) < kFewLeave;
+  }
+  if (!done) {  // few candidates, or many leave: all of them in leaving order
+    std::fill(leaves.begin(), leaves.end(), 0);
+    const std::vector<int> order = positions_by_key(size, [&](int c) { return increasing_key(candidates[c].mass); });
+    leave_prefix([&](int k) -> const Entry& { return candidates[order[k]]; }, size);  // stable: ties by decreasing j
   }
   std::vector<int> kept;
   kept.reserve(count);
