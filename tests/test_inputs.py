@@ -90,11 +90,15 @@ def test_softmax_outputs_are_accepted_and_normalised_exactly(V):
         # V 2**-53 bounds the rounding of the core's float64 sum over V terms (fsum is exact); using
         # the unnormalised input instead would err by |sum(p) - 1| > 1e-9 on most of these rows
         assert abs(md.acceptance_rate(p, q) - reference) <= V * 2.0**-53, name
-        assert md.optimal_acceptance(p, q, 2) == pytest.approx(md.optimal_acceptance(pn, qn, 2), abs=1e-12), name
+        # alpha* = 1 + P(H*) - Q(H*)^2 of the law p / sum(p): the core's sum of V terms and NumPy's
+        # may differ by (V - 1) 2**-53 relative (Higham's bound; a strided row is summed in order),
+        # which scales P by as much and Q^2 by twice that
+        alpha_tolerance = 3 * V * 2.0**-53
+        assert md.optimal_acceptance(p, q, 2) == pytest.approx(md.optimal_acceptance(pn, qn, 2), abs=alpha_tolerance), name
         token, accepted = sps.verify(p, q, np.array([int(np.argmax(qn))]), 7)
         assert (token, accepted) == sps.verify(pn, qn, np.array([int(np.argmax(qn))]), 7), name
         plan = md.solve_otlp(p, sparse, 2)
-        assert plan.alpha == pytest.approx(md.optimal_acceptance(pn, normalised(sparse), 2), abs=1e-12), name
+        assert plan.alpha == pytest.approx(md.optimal_acceptance(pn, normalised(sparse), 2), abs=alpha_tolerance), name
         # the core's float64 sum (vector lanes) and 1 / sum differ from NumPy's pairwise sum and
         # division by a few ulps, never more
         np.testing.assert_allclose(plan.p, pn, rtol=1e-14, atol=0, err_msg=name)
