@@ -159,9 +159,9 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
 // Only entries of mass at most R_cap, where the error reaches tau (closed form, enlarged by 1e-9
 // for rounding), can leave. Two regimes: a flat top-k draft keeps ~1000 tokens with hundreds below
 // R_cap, of which a handful leave: the kFewLeave lightest are selected, and the cut found among
-// them; a peaked draft over a full vocabulary leaves tens of thousands: every candidate is radix
-// sorted. The cut is found by bisection over prefix sums (a few transcendental calls, not one per
-// entry).
+// them (the rest sorted only if they all leave); a peaked draft over a full vocabulary leaves tens
+// of thousands: every candidate is radix sorted. The cut is found by bisection over prefix sums (a
+// few transcendental calls, not one per entry), in place: no copy of the candidates.
 // Returns the kept entries by increasing j; `error` is the error of their leftover.
 template <class Mass>
 std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, double tau, double& error) {
@@ -206,20 +206,25 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
     for (int k = 0; k < low; ++k) leaves[entry(k).j] = 1;
     return low;
   };
-  // Selection first where few are likely to leave (top-k drafts); full vocabularies go straight
-  // to the sort (a peaked one leaves most of its ~30000 candidates).
+  // Selection first where few are likely to leave (top-k drafts): the kFewLeave lightest in order,
+  // and when they all leave, every candidate by a comparison sort; full vocabularies (a peaked one
+  // leaves most of its ~30000 candidates) go straight to one radix sort, stable on the candidates'
+  // decreasing j.
   constexpr int kFewLeave = 16, kSelectUpTo = 4096;
-  bool done = false;
-  if (size > kFewLeave && size <= kSelectUpTo) {
-    std::vector<Entry> lightest(candidates);
-    std::nth_element(lightest.begin(), lightest.begin() + (kFewLeave - 1), lightest.end());
-    std::sort(lightest.begin(), lightest.begin() + kFewLeave);
-    done = leave_prefix([&](int k) -> const Entry& { return lightest[k]; }, kFewLeave) < kFewLeave;
-  }
-  if (!done) {  // few candidates, or many leave: all of them in leaving order
-    std::fill(leaves.begin(), leaves.end(), 0);
+  auto in_order = [&](int k) -> const Entry& { return candidates[k]; };
+  if (size > kSelectUpTo) {
     const std::vector<int> order = positions_by_key(size, [&](int c) { return increasing_key(candidates[c].mass); });
-    leave_prefix([&](int k) -> const Entry& { return candidates[order[k]]; }, size);  // stable: ties by decreasing j
+    leave_prefix([&](int k) -> const Entry& { return candidates[order[k]]; }, size);
+  } else if (size <= kFewLeave) {
+    std::sort(candidates.begin(), candidates.end());
+    leave_prefix(in_order, size);
+  } else {
+    std::nth_element(candidates.begin(), candidates.begin() + (kFewLeave - 1), candidates.end());
+    std::sort(candidates.begin(), candidates.begin() + kFewLeave);
+    if (leave_prefix(in_order, kFewLeave) == kFewLeave) {  // they all leave: order the rest too
+      std::sort(candidates.begin() + kFewLeave, candidates.end());
+      leave_prefix(in_order, size);
+    }
   }
   std::vector<int> kept;
   kept.reserve(count);

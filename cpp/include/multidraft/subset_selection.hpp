@@ -10,7 +10,6 @@
 #include <lemon/smart_graph.h>
 #include <lemon/tolerance.h>
 
-#include "multidraft/bits.hpp"
 #include "multidraft/compensated_sum.hpp"
 #include "multidraft/distribution.hpp"
 #include "multidraft/draft_scheme.hpp"
