@@ -361,7 +361,7 @@ void bind_testing(py::module_& m) {
   t.def(
       "objective_derivatives",
       [](const Doubles& q, int n, std::vector<double> bases, bool slack, const Doubles& a, const Doubles& v,
-         bool interpolation, double max_terms, bool coarse) {
+         bool interpolation, double max_terms, bool coarse, bool grid) {
         const int size = static_cast<int>(q.shape(0));
         if (a.shape(0) != size || v.shape(0) != size) throw std::invalid_argument("'q', 'a' and 'v' must have one length");
         if (n < 1 || n > kMaxTermSize || bases.empty()) throw std::invalid_argument("bad 'n' or 'bases'");
@@ -372,6 +372,7 @@ void bind_testing(py::module_& m) {
           ConvexObjective objective;
           objective.slack = slack;
           objective.interpolation = interpolation;
+          objective.grid = grid;
           if (!build_grouped_terms(std::vector<double>(q.data(), q.data() + size), n, bases, max_terms, objective))
             throw std::runtime_error("over the work budget");
           objective.target = Eigen::VectorXd::Zero(size);
@@ -388,10 +389,11 @@ void bind_testing(py::module_& m) {
         out["gradient_error"] = curvature.gradient_error;
         out["interpolated"] = curvature.interpolated;
         out["laplace"] = curvature.laplace;
+        out["grid"] = curvature.on_grid;
         return out;
       },
       py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
-      py::arg("interpolation"), py::arg("max_terms") = 1e12, py::arg("coarse") = false);
+      py::arg("interpolation"), py::arg("max_terms") = 1e12, py::arg("coarse") = false, py::arg("grid") = true);
 
   // positions_by_key (radix_sort.hpp) over given 64-bit keys, against a stable argsort in tests.
   t.def(

@@ -15,6 +15,7 @@
 
 #include "multidraft/draft_scheme.hpp"  // count_small_subsets, exponential_base
 #include "multidraft/full_subsets.hpp"
+#include "multidraft/laplace_interpolation.hpp"
 #include "multidraft/laplace_sums.hpp"
 #include "multidraft/pair_sums.hpp"
 
@@ -58,9 +59,11 @@ struct Curvature {
   bool interpolated = false;
   bool laplace = false;
   bool coarse = false;  // laplace with LaplaceSums::kCoarse: gradient_error is that rule's, not certified rows
+  bool on_grid = false;  // laplace with the variables interpolated (grid_subsets, for many variables)
   SortedPoints sorted;
   PairSums pairs;
   LaplaceSums subsets;
+  LaplaceInterpolation grid_subsets;
   double gradient_error = 0.0;
   std::size_t explicit_terms = 0;  // the explicit terms evaluated (the rest were interpolated)
 };
@@ -82,6 +85,7 @@ struct ConvexObjective {
   double total_weight = 0.0;  // sum_U w_U (set with the terms; used by level_shift)
   double unshifted_limit = kUnshiftedLimit;  // lowered only by tests, to check the shifted path
   bool interpolation = true;  // PairSums / LaplaceSums when they pay (tests compare with enumeration)
+  bool grid = true;           // LaplaceSums' variables interpolated when it pays (tests compare with LaplaceSums)
   // Most terms a pass may enumerate (GlobalResolutionOptions::max_terms): the plan may hold more,
   // to be summed (PairSums, LaplaceSums); a point where they cannot be is refused.
   double enumeration_budget = std::numeric_limits<double>::infinity();
@@ -223,6 +227,8 @@ struct ConvexObjective {
     curvature.interpolated = how != Summation::kEnumerated;
     curvature.laplace = how == Summation::kLaplace;
     curvature.coarse = curvature.laplace && coarse;
+    curvature.on_grid = curvature.laplace && grid &&
+                        LaplaceInterpolation::pays(m, std::log(curvature.power.maxCoeff() / curvature.power.minCoeff()));
     if (!curvature.interpolated && full.count() + deferred_count() > enumeration_budget) return false;
     if (!curvature.interpolated && stored_deferred) {
       for (int size = 2; size < full.size; ++size) append_stored_terms(size);
@@ -269,6 +275,12 @@ struct ConvexObjective {
     }
     if (full.empty()) return true;
     const double constant = slack ? 1.0 : 0.0;
+    if (curvature.on_grid) {
+      curvature.accepted += curvature.grid_subsets.evaluate(power, full.mass, full.size, bases, constant, gradient,
+                                                            curvature.diagonal, coarse);
+      curvature.gradient_error = curvature.grid_subsets.gradient_error();
+      return true;
+    }
     if (curvature.laplace) {
       curvature.accepted += curvature.subsets.evaluate(power, full.mass, full.size, bases, constant, gradient,
                                                        curvature.diagonal, coarse);
@@ -331,6 +343,10 @@ struct ConvexObjective {
         const int u = terms.members[j];
         out[u] += w * curvature.share[j] * (v[u] - dot);
       }
+    }
+    if (curvature.on_grid) {
+      curvature.grid_subsets.hessian_times(v, out, scratch);
+      return;
     }
     if (curvature.laplace) {
       curvature.subsets.hessian_times(v, out, scratch);

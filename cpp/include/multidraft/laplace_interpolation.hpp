@@ -1,0 +1,544 @@
+// LaplaceSums (laplace_sums.hpp) for many variables: the same quadrature in t, with the
+// per-variable work moved off the nodes. LaplaceSums visits every variable at every node
+// (O(nodes m) exponentials and series); here every quantity is a smooth function of one
+// variable's x, interpolated on a Chebyshev grid over log x, so a pass costs O(m P) for P
+// points per piece plus O(nodes x grid points) at the nodes (measured: flat V = 32000, n = 3,
+// where m ~ 31800 and the certified rule has ~110 nodes).
+//
+// With z_u = e^{-t x_u}, g_u(λ) = e^{q_u λ} - 1 and K(t) = e^{b λ} prod_u (1 + z_u g_u(λ))
+// (degrees 0..N), expanding 1 / (1 + z_l g_l) in powers of z_l in LaplaceSums' gradient gives
+//   gradient_l = N! x_l sum_k q_l^{N-k} Fhat_k(x_l),  Fhat_k(x) = sum_i c_ik F_ki(x),
+//   F_ki(x) = ∫ e^{-t c} K_k(t) e^{-(i+1) t x} dt,
+//   c_ik = (-1)^i i! sum_{e=i}^{N-k-1} S(e, i) / ((N-k-e)! e!)   (S: Stirling numbers, 2nd kind)
+// (the q_l-degree of each term is N - k). Each F_ki is a Stieltjes transform of a nonnegative
+// measure in x (sum over subsets W of w_W / (c + X_W + (i+1) x)), interpolated with a relative
+// error certified by ChebyshevPieces::relative_error; its values at the grid's points come from
+// the trapezoidal rule in log t, whose relative error LaplaceSums::relative_error bounds at each
+// point and which interpolation amplifies by at most Lambda e^{2W} (Lebesgue constant, and the
+// largest ratio of a Stieltjes transform's values across a piece of width 2W in log x).
+// K itself needs, per node, the sums over variables of log(1 + z_u g_u) by degree:
+//   L_k(t) = sum_i l_ki Psi_k(i t),  Psi_k(s) = sum_u q_u^k e^{-s x_u},  l_ki = (-1)^{i+1} (i-1)! S(k, i) / k!,
+// and e^{-s e^v} is entire in v = log x and bounded by 1 in |Im v| <= pi / 2 for every s >= 0: the
+// sums are anterpolated (each variable's weight spread over its piece's points by the
+// Chebyshev interpolant's weights) with an absolute error at most eps_a sum_u q_u^k, which
+// perturbs K by a computable relative amount (kept in the gradient's bound).
+// The Hessian's diagonal and products follow from the same expansion with the series S(t) of
+// LaplaceSums (x-weighted sums, interpolated alike): conjugate gradients need no certificate.
+// Not in [GR]: Appendix K enumerates the terms.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <type_traits>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "multidraft/chebyshev_pieces.hpp"  // log_positive, relative_error of Stieltjes interpolants
+#include "multidraft/laplace_sums.hpp"      // exp_negative, the trapezoidal rules and their errors
+
+namespace multidraft {
+
+class LaplaceInterpolation {
+ public:
+  static constexpr double kHalfWidth = 0.75;  // W, in units of log x
+  static constexpr int kCertifiedPoints = 22, kCoarsePoints = 12;
+  // The rules in t: 7.9e-13 (certified) and 3.3e-8 (coarse) relative, amplified by Lambda e^{2W}
+  // (13.3 and 11.8) through interpolation: far finer than LaplaceSums' (2.4e-11 and 5e-6), since
+  // a node costs O(grid points) here, not O(m).
+  static constexpr LaplaceSums::Rule kCertified{0.3, 1e-13, 38.0, 1};
+  static constexpr LaplaceSums::Rule kCoarse{0.45, 1e-8, 24.0, 1};
+
+  static bool handles(int n) { return LaplaceSums::handles(n); }
+  // Worth it against LaplaceSums: that visits m variables at every certified node (about 10 ns
+  // each); this one about 50 ns per variable plus the grid's work at the nodes.
+  static bool pays(int m, double log_spread) {
+    const double nodes = LaplaceSums::nodes_for(log_spread, kCertified);
+    const double grid = (std::ceil(log_spread / (2.0 * kHalfWidth)) + 1.0) * kCertifiedPoints;
+    return 10.0 * LaplaceSums::nodes_for(log_spread) * m > 50.0 * m + 4.0 * nodes * grid;
+  }
+
+  // As LaplaceSums::evaluate: adds every term's gradient and Hessian diagonal at x = e^a and
+  // returns the accepted mass; gradient_error() bounds the L1 error of both.
+  double evaluate(const Eigen::VectorXd& x, const std::vector<double>& q, int n, const std::vector<double>& bases,
+                  double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, bool coarse = false) {
+    coarse_ = coarse;
+    switch (n) {
+      case 2: return coarse ? evaluate_sized<2, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
+                            : evaluate_sized<2, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+      case 3: return coarse ? evaluate_sized<3, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
+                            : evaluate_sized<3, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+      case 4: return coarse ? evaluate_sized<4, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
+                            : evaluate_sized<4, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+      case 5: return coarse ? evaluate_sized<5, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
+                            : evaluate_sized<5, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+      default: return coarse ? evaluate_sized<6, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
+                             : evaluate_sized<6, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+    }
+  }
+
+  // out += (the terms' Hessian) v at the point of the last evaluate. `scratch`: the caller's
+  // working rows (a plan's objects may be shared by threads).
+  void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
+    switch (n_) {
+      case 2: return coarse_ ? hessian_times_sized<2, kCoarsePoints>(v, out, scratch)
+                             : hessian_times_sized<2, kCertifiedPoints>(v, out, scratch);
+      case 3: return coarse_ ? hessian_times_sized<3, kCoarsePoints>(v, out, scratch)
+                             : hessian_times_sized<3, kCertifiedPoints>(v, out, scratch);
+      case 4: return coarse_ ? hessian_times_sized<4, kCoarsePoints>(v, out, scratch)
+                             : hessian_times_sized<4, kCertifiedPoints>(v, out, scratch);
+      case 5: return coarse_ ? hessian_times_sized<5, kCoarsePoints>(v, out, scratch)
+                             : hessian_times_sized<5, kCertifiedPoints>(v, out, scratch);
+      default: return coarse_ ? hessian_times_sized<6, kCoarsePoints>(v, out, scratch)
+                              : hessian_times_sized<6, kCertifiedPoints>(v, out, scratch);
+    }
+  }
+
+  double gradient_error() const { return gradient_error_; }
+
+ private:
+  static constexpr int kLanes = 8;  // variables per block (one vector of doubles on AVX-512)
+  using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+  // The expansion's coefficients for series length N (see the header comment).
+  struct Coefficients {
+    double c[7][7] = {};    // c[i][k]
+    double log[7][7] = {};  // l_ki as log[k][i]
+    double s[7][7] = {};    // s_ki = (-1)^{i+1} S(k, i) i! / k! as s[k][i]: S_k(t) = t sum_i s_ki Phi_k(i t)
+    double ratio[7][7] = {};  // ratio[k][e] = max_i |c_ik| / |c_{i,k-e}| (c_{i,k-e} != 0 wherever c_ik is)
+    explicit Coefficients(int N) {
+      double stirling[7][7] = {}, factorial[8] = {1.0};
+      for (int k = 1; k < 8; ++k) factorial[k] = factorial[k - 1] * k;
+      stirling[0][0] = 1.0;
+      for (int e = 1; e <= N; ++e)
+        for (int i = 1; i <= e; ++i) stirling[e][i] = i * stirling[e - 1][i] + stirling[e - 1][i - 1];
+      for (int k = 0; k < N; ++k)
+        for (int i = 0; i <= N - 1 - k; ++i) {
+          double sum = 0.0;
+          for (int e = i; e <= N - k - 1; ++e) sum += stirling[e][i] / (factorial[N - k - e] * factorial[e]);
+          c[i][k] = (i % 2 ? -1.0 : 1.0) * factorial[i] * sum;
+        }
+      for (int k = 0; k < N; ++k)
+        for (int e = 0; e <= k; ++e)
+          for (int i = 0; i <= N - 1 - k; ++i) ratio[k][e] = std::max(ratio[k][e], std::abs(c[i][k] / c[i][k - e]));
+      for (int k = 1; k <= N; ++k)
+        for (int i = 1; i <= k; ++i) {
+          const double sign = i % 2 ? 1.0 : -1.0;
+          log[k][i] = sign * factorial[i - 1] * stirling[k][i] / factorial[k];
+          s[k][i] = sign * stirling[k][i] * factorial[i] / factorial[k];
+        }
+    }
+  };
+
+  // The grid over v = log x: occupied pieces of width 2W, each variable in a slot of its
+  // piece's block range (ranges padded to whole blocks of kLanes; padding slots have q = 0).
+  template <int P>
+  void place(const Eigen::VectorXd& x, const std::vector<double>& q) {
+    const int m = static_cast<int>(x.size());
+    logs_.resize(m);
+    double low = std::numeric_limits<double>::infinity(), high = -low;
+    for (int u = 0; u < m; ++u) {
+      logs_[u] = log_positive(x[u]);
+      low = std::min(low, logs_[u]);
+      high = std::max(high, logs_[u]);
+    }
+    const int pieces = std::max(1, static_cast<int>(std::ceil((high - low) / (2.0 * kHalfWidth))));
+    const double centre0 = 0.5 * (low + high) - (pieces - 1) * kHalfWidth;  // the grid centred on the points
+    piece_.resize(m);
+    count_.assign(pieces, 0);
+    for (int u = 0; u < m; ++u) {
+      piece_[u] = std::clamp(static_cast<int>(std::floor((logs_[u] - centre0 + kHalfWidth) / (2.0 * kHalfWidth))), 0,
+                             pieces - 1);
+      ++count_[piece_[u]];
+    }
+    centres_.clear();
+    start_.assign(1, 0);
+    std::vector<int> occupied_index(pieces, -1);
+    for (int p = 0; p < pieces; ++p) {
+      if (count_[p] == 0) continue;
+      occupied_index[p] = static_cast<int>(centres_.size());
+      centres_.push_back(centre0 + 2.0 * kHalfWidth * p);
+      start_.push_back(start_.back() + (count_[p] + kLanes - 1) / kLanes * kLanes);
+    }
+    const int occupied = static_cast<int>(centres_.size()), slots = start_.back();
+    order_.assign(slots, -1);
+    xi_.assign(slots, 0.0);
+    xs_.assign(slots, 0.0);
+    qs_.assign(slots, 0.0);
+    fill_.assign(start_.begin(), start_.end() - 1);
+    for (int u = 0; u < m; ++u) {
+      const int o = occupied_index[piece_[u]], slot = fill_[o]++;
+      order_[slot] = u;
+      xi_[slot] = std::clamp((logs_[u] - centres_[o]) / kHalfWidth, -1.0, 1.0);
+      xs_[slot] = x[u];
+      qs_[slot] = q[u];
+    }
+    // The points: x = e^{centre + W cos(pi (i + 1/2) / P)}.
+    points_.resize(static_cast<std::size_t>(occupied) * P);
+    for (int o = 0; o < occupied; ++o)
+      for (int i = 0; i < P; ++i) points_[o * P + i] = std::exp(centres_[o] + kHalfWidth * std::cos(M_PI * (i + 0.5) / P));
+    point_low_ = std::exp(centres_.front() - kHalfWidth);
+    point_high_ = std::exp(centres_.back() + kHalfWidth);
+  }
+
+  // c_ji = (2 - [j = 0]) / P cos(pi j (i + 1/2) / P): values at the points -> Chebyshev coefficients.
+  template <int P>
+  static const Matrix& transform() {
+    static const Matrix instance = [] {
+      Matrix t(P, P);
+      for (int j = 0; j < P; ++j)
+        for (int i = 0; i < P; ++i) t(j, i) = (j == 0 ? 1.0 : 2.0) / P * std::cos(M_PI * j * (i + 0.5) / P);
+      return t;
+    }();
+    return instance;
+  }
+
+  // Calls body(o, slot0, basis) for every block of kLanes slots, with basis[p][lane] = T_p(xi).
+  template <int P, class Body>
+  void for_each_block(Body&& body) const {
+    const int occupied = static_cast<int>(centres_.size());
+    for (int o = 0; o < occupied; ++o)
+      for (int s0 = start_[o]; s0 < start_[o + 1]; s0 += kLanes) {
+        double basis[P][kLanes];
+        const double* __restrict xi = xi_.data() + s0;
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) basis[0][l] = 1.0, basis[1][l] = xi[l];
+        for (int p = 2; p < P; ++p)
+#pragma omp simd
+          for (int l = 0; l < kLanes; ++l) basis[p][l] = 2.0 * xi[l] * basis[p - 1][l] - basis[p - 2][l];
+        body(o, s0, basis);
+      }
+  }
+
+  // Anterpolation: moments (points x F, row o P + i) of F weight rows given per slot by
+  // weights(f, s0, w) (w[lane] for the block at s0), such that sum_u w_f(u) phi(x_u) ~ sum_i
+  // moments(i, f) phi(X_i) for any phi smooth on each piece.
+  template <int P, int F, class Weights>
+  void anterpolate(Weights&& weights, Matrix& moments, std::vector<double>& lanes) const {
+    const int occupied = static_cast<int>(centres_.size());
+    lanes.assign(static_cast<std::size_t>(occupied) * F * P * kLanes, 0.0);  // [o][f][p][lane]
+    for_each_block<P>([&](int o, int s0, const double (&basis)[P][kLanes]) {
+      double* acc = lanes.data() + static_cast<std::size_t>(o) * F * P * kLanes;
+      for (int f = 0; f < F; ++f) {
+        double w[kLanes];
+        weights(f, s0, w);
+        for (int p = 0; p < P; ++p)
+#pragma omp simd
+          for (int l = 0; l < kLanes; ++l) acc[(f * P + p) * kLanes + l] += w[l] * basis[p][l];
+      }
+    });
+    moments.setZero(occupied * P, F);
+    const Matrix& t = transform<P>();
+    for (int o = 0; o < occupied; ++o)
+      for (int f = 0; f < F; ++f) {
+        double chebyshev[P];
+        for (int p = 0; p < P; ++p) {
+          double sum = 0.0;
+          for (int l = 0; l < kLanes; ++l) sum += lanes[((static_cast<std::size_t>(o) * F + f) * P + p) * kLanes + l];
+          chebyshev[p] = sum;
+        }
+        for (int i = 0; i < P; ++i) {
+          double sum = 0.0;
+          for (int p = 0; p < P; ++p) sum += t(p, i) * chebyshev[p];
+          moments(o * P + i, f) = sum;
+        }
+      }
+  }
+
+  // Chebyshev coefficients [o][g][p] of G functions given by their values (points x G).
+  template <int P>
+  void coefficients(const Matrix& values, std::vector<double>& out) const {
+    const int occupied = static_cast<int>(centres_.size()), G = static_cast<int>(values.cols());
+    out.resize(static_cast<std::size_t>(occupied) * G * P);
+    const Matrix& t = transform<P>();
+    for (int o = 0; o < occupied; ++o)
+      for (int g = 0; g < G; ++g)
+        for (int p = 0; p < P; ++p) {
+          double sum = 0.0;
+          for (int i = 0; i < P; ++i) sum += t(p, i) * values(o * P + i, g);
+          out[(static_cast<std::size_t>(o) * G + g) * P + p] = sum;
+        }
+  }
+
+  // Interpolants at a block's slots: value[g][lane] = sum_p coefficient[o][g][p] T_p(xi).
+  template <int P, int G>
+  static void interpolate_block(const double* coefficient, const double (&basis)[P][kLanes], double (&value)[G][kLanes]) {
+    for (int g = 0; g < G; ++g) {
+      double acc[kLanes] = {};
+      for (int p = 0; p < P; ++p) {
+        const double a = coefficient[g * P + p];
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) acc[l] += a * basis[p][l];
+      }
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) value[g][l] = acc[l];
+    }
+  }
+
+  // exponentials_[i - 1](j, point) = e^{-i t_j X_point}, i = 1..N.
+  template <int N>
+  void tabulate_exponentials() {
+    const int points = static_cast<int>(points_.size());
+    exponentials_.resize(N);
+    for (int i = 1; i <= N; ++i) {
+      Matrix& e = exponentials_[i - 1];
+      e.resize(nodes_, points);
+      for (int j = 0; j < nodes_; ++j) {
+        const double t = i * t_[j];
+        double* __restrict row = e.row(j).data();
+        const double* __restrict xs = points_.data();
+#pragma omp simd
+        for (int a = 0; a < points; ++a) row[a] = exp_negative(t * xs[a]);
+      }
+    }
+  }
+
+  template <int N>
+  static void series_exp(const double (&A)[N + 1], double (&K)[N + 1]) {
+    K[0] = 1.0;
+    for (int k = 1; k <= N; ++k) {
+      double acc = 0.0;
+      for (int i = 1; i <= k; ++i) acc += i * A[i] * K[k - i];
+      K[k] = acc / k;
+    }
+  }
+
+  template <int N, int P>
+  double evaluate_sized(const Eigen::VectorXd& x, const std::vector<double>& q, const std::vector<double>& bases,
+                        double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
+    static const Coefficients coefficient(N);
+    constexpr const LaplaceSums::Rule& rule = P == kCoarsePoints ? kCoarse : kCertified;  // coarse_ chose P
+    n_ = N, c_ = c;
+    place<P>(x, q);
+    const int points = static_cast<int>(points_.size());
+    double n_factorial = 1.0;
+    for (int d = 2; d <= N; ++d) n_factorial *= d;
+
+    // Moments of q^k (k = 1..N) and q^k x (k = 1..N-1): Psi_k and Phi_k(s) = sum_u q_u^k x_u e^{-s x_u}.
+    constexpr int F = 2 * N - 1;
+    Matrix moments;
+    double mass[N + 1] = {};  // sum_u q_u^k
+    for (double qs : qs_) {
+      double power = 1.0;
+      for (int k = 1; k <= N; ++k) mass[k] += power *= qs;
+    }
+    anterpolate<P, F>(
+        [&](int f, int s0, double (&w)[kLanes]) {
+          const int k = f < N ? f + 1 : f - N + 1;
+          for (int l = 0; l < kLanes; ++l) {
+            double power = qs_[s0 + l];
+            for (int d = 1; d < k; ++d) power *= qs_[s0 + l];
+            w[l] = f < N ? power : power * xs_[s0 + l];
+          }
+        },
+        moments, lanes_);
+
+    // The nodes in t cover every s = c + X_W + (i + 1) x of the grid's points (X_W <= (N - 1) x).
+    const double s_min = c + point_low_, s_max = c + N * point_high_;
+    nodes_ = LaplaceSums::nodes_for(std::log(s_max / s_min), rule);
+    const double u0 = std::log(rule.low_tail / s_max);
+    t_.resize(nodes_);
+    for (int j = 0; j < nodes_; ++j) t_[j] = std::exp(u0 + j * rule.step);
+    tabulate_exponentials<N>();
+
+    // Per node: K (degrees 0..N), S (1..N-1); the columns of the measures on t whose transforms
+    // at (i + 1) x are interpolated: h t e^{-tc} K_k, the same times t, and h t e^{-tc} (K S)_k.
+    std::vector<Matrix> sums(N);  // sums[i - 1] = exponentials_[i - 1] moments: Psi_k(i t_j), Phi_k(i t_j)
+    for (int i = 1; i <= N; ++i) sums[i - 1].noalias() = exponentials_[i - 1] * moments;
+    K_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
+    weight_.resize(nodes_);
+    Matrix measures(nodes_, 3 * N);
+    measures.setZero();
+    for (int j = 0; j < nodes_; ++j) {
+      const double t = t_[j];
+      double A[N + 1] = {}, S[N + 1] = {}, K[N + 1];
+      for (int k = 1; k <= N; ++k)
+        for (int i = 1; i <= k; ++i) A[k] += coefficient.log[k][i] * sums[i - 1](j, k - 1);
+      for (int k = 1; k < N; ++k)
+        for (int i = 1; i <= k; ++i) S[k] += t * coefficient.s[k][i] * sums[i - 1](j, N + k - 1);
+      A[1] += bases[0];
+      series_exp<N>(A, K);
+      std::copy(K, K + N + 1, &K_[static_cast<std::size_t>(j) * (N + 1)]);
+      weight_[j] = rule.step * t * std::exp(-t * c);  // h t e^{-tc}: dt = t du
+      for (int k = 0; k < N; ++k) {
+        double KS = 0.0;
+        for (int d = 1; d <= k; ++d) KS += S[d] * K[k - d];
+        measures(j, k) = weight_[j] * K[k];
+        measures(j, N + k) = weight_[j] * t * K[k];
+        measures(j, 2 * N + k) = weight_[j] * KS;
+      }
+    }
+    // The accepted mass's base: K' = e^{(b1 - b0) λ} K, beta_d = (b1 - b0)^d / d!.
+    double beta[N + 1];
+    beta[0] = 1.0;
+    for (int d = 1; d <= N; ++d) beta[d] = beta[d - 1] * ((bases.size() > 1 ? bases[1] : bases[0]) - bases[0]) / d;
+    const bool two_bases = beta[1] != 0.0;
+    // The interpolated functions' values at the points (k = 0..N-1): Fhat_k, Fabs_k =
+    // sum_i |c_ik| F_ki (the error bound's), D1_k, D2_k (the diagonal's) and, with two bases,
+    // Ahat_k = sum_i c_ik sum_d beta_d F_{k-d,i} (the accepted mass's).
+    Matrix values(points, two_bases ? 5 * N : 4 * N);
+    values.setZero();
+    for (int i = 0; i < N; ++i) {
+      const Matrix transforms = exponentials_[i].transpose() * measures;  // at (i + 1) x
+      for (int k = 0; k + i < N; ++k) {
+        const double cik = coefficient.c[i][k];
+        values.col(k) += cik * transforms.col(k);
+        values.col(N + k) += std::abs(cik) * transforms.col(k);
+        values.col(2 * N + k) += cik * (c * transforms.col(N + k) + transforms.col(2 * N + k));
+        values.col(3 * N + k) += i * cik * transforms.col(N + k);
+        if (two_bases)
+          for (int d = 0; d <= k; ++d) values.col(4 * N + k) += cik * beta[d] * transforms.col(k - d);
+      }
+    }
+    coefficients<P>(values, coefficients_);
+
+    // Errors. Per function, the quadrature's at the points, amplified by interpolation
+    // (Lambda e^{2W}), plus the Stieltjes interpolant's own: interpolation_error relative to
+    // sum_i |c_ik| F_ki. The anterpolated sums perturb K_k by at most sum_{j >= 1} e_j K_{k-j},
+    // e = exp(eta) - 1 with eta_k = eps_a mass_k sum_i |l_ki|. Both are bounded through Fabs:
+    // sum_i |c_ik| F_{k-e,i} <= ratio_ke Fabs_{k-e}, ratio_ke = max_i |c_ik| / |c_{i,k-e}|.
+    static const double lebesgue = 2.0 / M_PI * std::log(P + 1.0) + 1.0;
+    static const double interpolation_error =
+        lebesgue * std::exp(2.0 * kHalfWidth) * LaplaceSums::relative_error(1, rule) +
+        ChebyshevPieces::relative_error(1, kHalfWidth, P);
+    static const double anterpolation_error = [] {  // 4 rho^{1-P} / (rho - 1), e^{-s e^v} <= 1 for |Im v| <= pi / 2
+      const double b = M_PI / (2.0 * kHalfWidth), rho = b + std::sqrt(1.0 + b * b);
+      return 4.0 * std::pow(rho, 1 - P) / (rho - 1.0) + 1e-15;
+    }();
+    double eta[N + 1] = {}, E[N + 1];
+    for (int k = 1; k <= N; ++k) {
+      double l1 = 0.0;
+      for (int i = 1; i <= k; ++i) l1 += std::abs(coefficient.log[k][i]);
+      eta[k] = anterpolation_error * mass[k] * l1;
+    }
+    series_exp<N>(eta, E);
+    E[0] = 0.0;
+    double gradient_gamma[N], accepted_gamma[N];  // bound_k = sum_e gamma_e ratio_ke Fabs_{k-e}
+    for (int e = 0; e < N; ++e) {
+      gradient_gamma[e] = (e == 0 ? interpolation_error : 0.0) + E[e];
+      accepted_gamma[e] = interpolation_error * std::abs(beta[e]);
+      for (int j = 1; j <= e; ++j) accepted_gamma[e] += std::abs(beta[e - j]) * E[j];
+    }
+
+    d1_.resize(slots());
+    double accepted = 0.0, gradient_bound = 0.0, accepted_bound = 0.0;
+    const double* __restrict xs = xs_.data();
+    const double* __restrict qs = qs_.data();
+    auto pass = [&](auto functions) {
+      constexpr int G = decltype(functions)::value;
+      for_each_block<P>([&](int o, int s0, const double (&basis)[P][kLanes]) {
+        double value[G][kLanes];
+        interpolate_block<P, G>(&coefficients_[static_cast<std::size_t>(o) * G * P], basis, value);
+        for (int l = 0; l < kLanes; ++l) {
+          const int slot = s0 + l;
+          double power[N + 1];  // q^{N-k} at power[k]
+          power[N] = 1.0;
+          for (int k = N - 1; k >= 0; --k) power[k] = power[k + 1] * qs[slot];
+          double g = 0.0, a = 0.0, d1 = 0.0, d2 = 0.0, g_bound = 0.0, a_bound = 0.0;
+          for (int k = 0; k < N; ++k) {
+            g += power[k] * value[k][l];
+            a += power[k] * value[G == 5 * N ? 4 * N + k : k][l];
+            d1 += power[k] * value[2 * N + k][l];
+            d2 += power[k] * value[3 * N + k][l];
+            for (int e = 0; e <= k; ++e) {
+              const double bound = coefficient.ratio[k][e] * value[N + k - e][l];
+              g_bound += power[k] * gradient_gamma[e] * bound;
+              a_bound += power[k] * accepted_gamma[e] * bound;
+            }
+          }
+          const double scale = n_factorial * xs[slot];
+          d1_[slot] = scale * d1;
+          if (order_[slot] < 0) continue;
+          gradient[order_[slot]] += scale * g;
+          diagonal[order_[slot]] += std::max(0.0, scale * (d1 + xs[slot] * d2));
+          accepted += scale * a;
+          gradient_bound += scale * g_bound;
+          accepted_bound += scale * a_bound;
+        }
+      });
+    };
+    if (two_bases)
+      pass(std::integral_constant<int, 5 * N>{});
+    else
+      pass(std::integral_constant<int, 4 * N>{});
+    // The bounds use interpolated Fabs, itself within interpolation_error + E_N of the true one.
+    gradient_error_ = std::max(gradient_bound, accepted_bound) / (1.0 - interpolation_error - E[N]);
+    return accepted;
+  }
+
+  template <int N, int P>
+  void hessian_times_sized(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
+    static const Coefficients coefficient(N);
+    if (N < 2) return;
+    double n_factorial = 1.0;
+    for (int d = 2; d <= N; ++d) n_factorial *= d;
+    const int points = static_cast<int>(points_.size());
+    // Moments of v q^k x (k = 1..N-1): the sums of LaplaceSums::hessian_times.
+    constexpr int F = N - 1;
+    Matrix moments;
+    std::vector<double> lanes;
+    anterpolate<P, F>(
+        [&](int f, int s0, double (&w)[kLanes]) {
+          for (int l = 0; l < kLanes; ++l) {
+            const int slot = s0 + l, u = order_[slot];
+            double power = qs_[slot];
+            for (int d = 0; d < f; ++d) power *= qs_[slot];
+            w[l] = u < 0 ? 0.0 : power * xs_[slot] * v[u];
+          }
+        },
+        moments, lanes);
+    Matrix measures(nodes_, N);
+    measures.setZero();
+    std::vector<Matrix> sums(N);
+    for (int i = 1; i < N; ++i) sums[i - 1].noalias() = exponentials_[i - 1] * moments;
+    for (int j = 0; j < nodes_; ++j) {
+      double R[N] = {};
+      for (int k = 1; k < N; ++k)
+        for (int i = 1; i <= k; ++i) R[k] += t_[j] * coefficient.s[k][i] * sums[i - 1](j, k - 1);
+      const double* K = &K_[static_cast<std::size_t>(j) * (N + 1)];
+      for (int k = 1; k < N; ++k) {
+        double KR = 0.0;
+        for (int d = 1; d <= k; ++d) KR += R[d] * K[k - d];
+        measures(j, k) = weight_[j] * KR;
+      }
+    }
+    Matrix values(points, N);
+    values.setZero();
+    for (int i = 0; i + 1 < N; ++i) {
+      const Matrix transforms = exponentials_[i].transpose() * measures;
+      for (int k = 1; k + i < N; ++k) values.col(k) += coefficient.c[i][k] * transforms.col(k);
+    }
+    std::vector<double> coefficient_rows;
+    coefficients<P>(values, coefficient_rows);
+    (void)scratch;
+    for_each_block<P>([&](int o, int s0, const double (&basis)[P][kLanes]) {
+      double value[N][kLanes];
+      interpolate_block<P, N>(&coefficient_rows[static_cast<std::size_t>(o) * N * P], basis, value);
+      for (int l = 0; l < kLanes; ++l) {
+        const int slot = s0 + l, u = order_[slot];
+        if (u < 0) continue;
+        double power = 1.0, h = 0.0;  // sum_k q^{N-k} Fhat^{K R}_k
+        for (int k = N - 1; k >= 1; --k) power *= qs_[slot], h += power * value[k][l];
+        out[u] += v[u] * d1_[slot] - n_factorial * xs_[slot] * h;
+      }
+    });
+  }
+
+  int slots() const { return start_.back(); }
+
+  int n_ = 2, nodes_ = 0;
+  bool coarse_ = false;
+  double c_ = 0.0;
+  // The grid and the variables in slot order.
+  std::vector<double> logs_, centres_, points_, xi_, xs_, qs_;
+  std::vector<int> piece_, count_, start_, fill_, order_;
+  double point_low_ = 1.0, point_high_ = 1.0;
+  // The nodes in t and what products reuse: t_j, h t_j e^{-t_j c}, K per node, e^{-i t_j X}.
+  std::vector<double> t_, weight_, K_;
+  std::vector<Matrix> exponentials_;
+  std::vector<double> lanes_, coefficients_;
+  std::vector<double> d1_;  // per slot, N! x sum_k q^{N-k} D1_k: the products' v_l part
+  double gradient_error_ = 0.0;
+};
+
+}  // namespace multidraft
