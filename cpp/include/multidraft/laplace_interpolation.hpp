@@ -97,7 +97,8 @@ class LaplaceInterpolation {
   double gradient_error() const { return gradient_error_; }
 
  private:
-  static constexpr int kLanes = 8;  // variables per block (one vector of doubles on AVX-512)
+  static constexpr int kLanes = 8;   // slots of a piece's range are padded to a multiple of this
+  static constexpr int kChunk = 256;  // slots per anterpolation / interpolation product
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
   // The expansion's coefficients for series length N (see the header comment).
@@ -193,56 +194,51 @@ class LaplaceInterpolation {
     return instance;
   }
 
-  // Calls body(o, slot0, basis) for every block of kLanes slots, with basis[p][lane] = T_p(xi).
+  // Calls body(o, s0, count, basis) for every chunk of at most kChunk slots of a piece, with
+  // basis (P x kChunk, row-major, count columns used): row p holds T_p(xi) at the chunk's slots.
+  // Anterpolation and interpolation are then matrix products on the chunk.
   template <int P, class Body>
-  void for_each_block(Body&& body) const {
+  void for_each_chunk(Body&& body) const {
+    Matrix basis(P, kChunk);
     const int occupied = static_cast<int>(centres_.size());
     for (int o = 0; o < occupied; ++o)
-      for (int s0 = start_[o]; s0 < start_[o + 1]; s0 += kLanes) {
-        double basis[P][kLanes];
+      for (int s0 = start_[o]; s0 < start_[o + 1]; s0 += kChunk) {
+        const int count = std::min(kChunk, start_[o + 1] - s0);
         const double* __restrict xi = xi_.data() + s0;
+        double* __restrict row0 = basis.row(0).data();
+        double* __restrict row1 = basis.row(1).data();
 #pragma omp simd
-        for (int l = 0; l < kLanes; ++l) basis[0][l] = 1.0, basis[1][l] = xi[l];
-        for (int p = 2; p < P; ++p)
+        for (int c = 0; c < count; ++c) row0[c] = 1.0, row1[c] = xi[c];
+        for (int p = 2; p < P; ++p) {
+          const double* __restrict before = basis.row(p - 2).data();
+          const double* __restrict last = basis.row(p - 1).data();
+          double* __restrict row = basis.row(p).data();
 #pragma omp simd
-          for (int l = 0; l < kLanes; ++l) basis[p][l] = 2.0 * xi[l] * basis[p - 1][l] - basis[p - 2][l];
-        body(o, s0, basis);
+          for (int c = 0; c < count; ++c) row[c] = 2.0 * xi[c] * last[c] - before[c];
+        }
+        body(o, s0, count, basis);
       }
   }
 
-  // Anterpolation: moments (points x F, row o P + i) of F weight rows given per slot by
-  // weights(f, s0, w) (w[lane] for the block at s0), such that sum_u w_f(u) phi(x_u) ~ sum_i
-  // moments(i, f) phi(X_i) for any phi smooth on each piece.
+  // Anterpolation: moments (points x F, row o P + i) of F weight columns given per chunk by
+  // weights(s0, count, w) (w: kChunk x F, column f over the chunk's slots), such that
+  // sum_u w_f(u) phi(x_u) ~ sum_i moments(i, f) phi(X_i) for any phi smooth on each piece.
   template <int P, int F, class Weights>
-  void anterpolate(Weights&& weights, Matrix& moments, std::vector<double>& lanes) const {
+  void anterpolate(Weights&& weights, Matrix& moments) const {
     const int occupied = static_cast<int>(centres_.size());
-    lanes.assign(static_cast<std::size_t>(occupied) * F * P * kLanes, 0.0);  // [o][f][p][lane]
-    for_each_block<P>([&](int o, int s0, const double (&basis)[P][kLanes]) {
-      double* acc = lanes.data() + static_cast<std::size_t>(o) * F * P * kLanes;
-      for (int f = 0; f < F; ++f) {
-        double w[kLanes];
-        weights(f, s0, w);
-        for (int p = 0; p < P; ++p)
-#pragma omp simd
-          for (int l = 0; l < kLanes; ++l) acc[(f * P + p) * kLanes + l] += w[l] * basis[p][l];
-      }
-    });
+    Eigen::Matrix<double, P, F> chebyshev;  // sum_u w_f(u) T_p(xi_u) over one piece
+    Eigen::Matrix<double, Eigen::Dynamic, F> w(kChunk, F);
     moments.setZero(occupied * P, F);
-    const Matrix& t = transform<P>();
-    for (int o = 0; o < occupied; ++o)
-      for (int f = 0; f < F; ++f) {
-        double chebyshev[P];
-        for (int p = 0; p < P; ++p) {
-          double sum = 0.0;
-          for (int l = 0; l < kLanes; ++l) sum += lanes[((static_cast<std::size_t>(o) * F + f) * P + p) * kLanes + l];
-          chebyshev[p] = sum;
-        }
-        for (int i = 0; i < P; ++i) {
-          double sum = 0.0;
-          for (int p = 0; p < P; ++p) sum += t(p, i) * chebyshev[p];
-          moments(o * P + i, f) = sum;
-        }
-      }
+    int piece = -1;
+    auto flush = [&] {
+      if (piece >= 0) moments.middleRows(piece * P, P).noalias() = transform<P>().transpose() * chebyshev;
+    };
+    for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
+      if (o != piece) flush(), piece = o, chebyshev.setZero();
+      weights(s0, count, w);
+      chebyshev.noalias() += basis.leftCols(count) * w.topRows(count);
+    });
+    flush();
   }
 
   // Chebyshev coefficients [o][g][p] of G functions given by their values (points x G).
@@ -258,21 +254,6 @@ class LaplaceInterpolation {
           for (int i = 0; i < P; ++i) sum += t(p, i) * values(o * P + i, g);
           out[(static_cast<std::size_t>(o) * G + g) * P + p] = sum;
         }
-  }
-
-  // Interpolants at a block's slots: value[g][lane] = sum_p coefficient[o][g][p] T_p(xi).
-  template <int P, int G>
-  static void interpolate_block(const double* coefficient, const double (&basis)[P][kLanes], double (&value)[G][kLanes]) {
-    for (int g = 0; g < G; ++g) {
-      double acc[kLanes] = {};
-      for (int p = 0; p < P; ++p) {
-        const double a = coefficient[g * P + p];
-#pragma omp simd
-        for (int l = 0; l < kLanes; ++l) acc[l] += a * basis[p][l];
-      }
-#pragma omp simd
-      for (int l = 0; l < kLanes; ++l) value[g][l] = acc[l];
-    }
   }
 
   // exponentials_[i - 1](j, point) = e^{-i t_j X_point}, i = 1..N.
@@ -323,15 +304,26 @@ class LaplaceInterpolation {
       for (int k = 1; k <= N; ++k) mass[k] += power *= qs;
     }
     anterpolate<P, F>(
-        [&](int f, int s0, double (&w)[kLanes]) {
-          const int k = f < N ? f + 1 : f - N + 1;
-          for (int l = 0; l < kLanes; ++l) {
-            double power = qs_[s0 + l];
-            for (int d = 1; d < k; ++d) power *= qs_[s0 + l];
-            w[l] = f < N ? power : power * xs_[s0 + l];
+        [&](int s0, int count, auto& w) {
+          const double* __restrict qs = qs_.data() + s0;
+          const double* __restrict xs = xs_.data() + s0;
+          double* __restrict first = w.col(0).data();
+#pragma omp simd
+          for (int c = 0; c < count; ++c) first[c] = qs[c];
+          for (int k = 2; k <= N; ++k) {
+            const double* __restrict lower = w.col(k - 2).data();
+            double* __restrict column = w.col(k - 1).data();
+#pragma omp simd
+            for (int c = 0; c < count; ++c) column[c] = lower[c] * qs[c];
+          }
+          for (int k = 1; k < N; ++k) {
+            const double* __restrict plain = w.col(k - 1).data();
+            double* __restrict column = w.col(N + k - 1).data();
+#pragma omp simd
+            for (int c = 0; c < count; ++c) column[c] = plain[c] * xs[c];
           }
         },
-        moments, lanes_);
+        moments);
 
     // The nodes in t cover every s = c + X_W + (i + 1) x of the grid's points (X_W <= (N - 1) x).
     const double s_min = c + point_low_, s_max = c + N * point_high_;
@@ -421,39 +413,65 @@ class LaplaceInterpolation {
     }
 
     d1_.resize(slots());
-    double accepted = 0.0, gradient_bound = 0.0, accepted_bound = 0.0;
+    // Per lane: accepted mass and the two bounds, summed over the slots (padding slots add 0: q = 0).
+    double accepted_lanes[kLanes] = {}, gradient_bound_lanes[kLanes] = {}, accepted_bound_lanes[kLanes] = {};
     const double* __restrict xs = xs_.data();
     const double* __restrict qs = qs_.data();
+    double* __restrict d1s = d1_.data();
     auto pass = [&](auto functions) {
       constexpr int G = decltype(functions)::value;
-      for_each_block<P>([&](int o, int s0, const double (&basis)[P][kLanes]) {
-        double value[G][kLanes];
-        interpolate_block<P, G>(&coefficients_[static_cast<std::size_t>(o) * G * P], basis, value);
-        for (int l = 0; l < kLanes; ++l) {
-          const int slot = s0 + l;
-          double power[N + 1];  // q^{N-k} at power[k]
-          power[N] = 1.0;
-          for (int k = N - 1; k >= 0; --k) power[k] = power[k + 1] * qs[slot];
-          double g = 0.0, a = 0.0, d1 = 0.0, d2 = 0.0, g_bound = 0.0, a_bound = 0.0;
-          for (int k = 0; k < N; ++k) {
-            g += power[k] * value[k][l];
-            a += power[k] * value[G == 5 * N ? 4 * N + k : k][l];
-            d1 += power[k] * value[2 * N + k][l];
-            d2 += power[k] * value[3 * N + k][l];
+      constexpr int kAccepted = G == 5 * N ? 4 * N : 0;  // Ahat's columns, or Fhat's with one base
+      Eigen::Matrix<double, Eigen::Dynamic, G> value(kChunk, G);
+      for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
+        const Eigen::Map<const Eigen::Matrix<double, P, G>> coefficient_block(&coefficients_[static_cast<std::size_t>(o) * G * P]);
+        value.topRows(count).noalias() = basis.leftCols(count).transpose() * coefficient_block;
+        for (int b0 = 0; b0 < count; b0 += kLanes) {
+          const int slot0 = s0 + b0;
+          double power[kLanes], g[kLanes] = {}, a[kLanes] = {}, d1[kLanes] = {}, d2[kLanes] = {}, g_bound[kLanes] = {},
+                                a_bound[kLanes] = {};
+#pragma omp simd
+          for (int l = 0; l < kLanes; ++l) power[l] = 1.0;
+          for (int k = N - 1; k >= 0; --k) {  // power = q^{N-k}
+            double bound_g[kLanes] = {}, bound_a[kLanes] = {};
+#pragma omp simd
+            for (int l = 0; l < kLanes; ++l) power[l] *= qs[slot0 + l];
             for (int e = 0; e <= k; ++e) {
-              const double bound = coefficient.ratio[k][e] * value[N + k - e][l];
-              g_bound += power[k] * gradient_gamma[e] * bound;
-              a_bound += power[k] * accepted_gamma[e] * bound;
+              const double cg = coefficient.ratio[k][e] * gradient_gamma[e], ca = coefficient.ratio[k][e] * accepted_gamma[e];
+              const double* __restrict fabs = value.col(N + k - e).data() + b0;
+#pragma omp simd
+              for (int l = 0; l < kLanes; ++l) bound_g[l] += cg * fabs[l], bound_a[l] += ca * fabs[l];
+            }
+            const double* __restrict fhat = value.col(k).data() + b0;
+            const double* __restrict ahat = value.col(kAccepted + k).data() + b0;
+            const double* __restrict first_part = value.col(2 * N + k).data() + b0;
+            const double* __restrict own_part = value.col(3 * N + k).data() + b0;
+#pragma omp simd
+            for (int l = 0; l < kLanes; ++l) {
+              g[l] += power[l] * fhat[l];
+              a[l] += power[l] * ahat[l];
+              d1[l] += power[l] * first_part[l];
+              d2[l] += power[l] * own_part[l];
+              g_bound[l] += power[l] * bound_g[l];
+              a_bound[l] += power[l] * bound_a[l];
             }
           }
-          const double scale = n_factorial * xs[slot];
-          d1_[slot] = scale * d1;
-          if (order_[slot] < 0) continue;
-          gradient[order_[slot]] += scale * g;
-          diagonal[order_[slot]] += std::max(0.0, scale * (d1 + xs[slot] * d2));
-          accepted += scale * a;
-          gradient_bound += scale * g_bound;
-          accepted_bound += scale * a_bound;
+          double first[kLanes], curvature[kLanes];
+#pragma omp simd
+          for (int l = 0; l < kLanes; ++l) {
+            const double scale = n_factorial * xs[slot0 + l];
+            first[l] = scale * g[l];
+            d1s[slot0 + l] = scale * d1[l];
+            curvature[l] = std::max(0.0, scale * (d1[l] + xs[slot0 + l] * d2[l]));
+            accepted_lanes[l] += scale * a[l];
+            gradient_bound_lanes[l] += scale * g_bound[l];
+            accepted_bound_lanes[l] += scale * a_bound[l];
+          }
+          for (int l = 0; l < kLanes; ++l) {
+            const int u = order_[slot0 + l];
+            if (u < 0) continue;
+            gradient[u] += first[l];
+            diagonal[u] += curvature[l];
+          }
         }
       });
     };
@@ -461,6 +479,9 @@ class LaplaceInterpolation {
       pass(std::integral_constant<int, 5 * N>{});
     else
       pass(std::integral_constant<int, 4 * N>{});
+    double accepted = 0.0, gradient_bound = 0.0, accepted_bound = 0.0;
+    for (int l = 0; l < kLanes; ++l)
+      accepted += accepted_lanes[l], gradient_bound += gradient_bound_lanes[l], accepted_bound += accepted_bound_lanes[l];
     // The bounds use interpolated Fabs, itself within interpolation_error + E_N of the true one.
     gradient_error_ = std::max(gradient_bound, accepted_bound) / (1.0 - interpolation_error - E[N]);
     return accepted;
@@ -476,17 +497,23 @@ class LaplaceInterpolation {
     // Moments of v q^k x (k = 1..N-1): the sums of LaplaceSums::hessian_times.
     constexpr int F = N - 1;
     Matrix moments;
-    std::vector<double> lanes;
+    std::vector<double>& coefficient_rows = scratch;  // the caller's working rows
     anterpolate<P, F>(
-        [&](int f, int s0, double (&w)[kLanes]) {
-          for (int l = 0; l < kLanes; ++l) {
-            const int slot = s0 + l, u = order_[slot];
-            double power = qs_[slot];
-            for (int d = 0; d < f; ++d) power *= qs_[slot];
-            w[l] = u < 0 ? 0.0 : power * xs_[slot] * v[u];
+        [&](int s0, int count, auto& w) {
+          const double* __restrict qs = qs_.data() + s0;
+          double* __restrict first = w.col(0).data();
+          for (int c = 0; c < count; ++c) {  // v q x (0 in padding slots)
+            const int u = order_[s0 + c];
+            first[c] = u < 0 ? 0.0 : v[u] * xs_[s0 + c] * qs[c];
+          }
+          for (int f = 1; f < F; ++f) {
+            const double* __restrict lower = w.col(f - 1).data();
+            double* __restrict column = w.col(f).data();
+#pragma omp simd
+            for (int c = 0; c < count; ++c) column[c] = lower[c] * qs[c];
           }
         },
-        moments, lanes);
+        moments);
     Matrix measures(nodes_, N);
     measures.setZero();
     std::vector<Matrix> sums(N);
@@ -508,18 +535,17 @@ class LaplaceInterpolation {
       const Matrix transforms = exponentials_[i].transpose() * measures;
       for (int k = 1; k + i < N; ++k) values.col(k) += coefficient.c[i][k] * transforms.col(k);
     }
-    std::vector<double> coefficient_rows;
     coefficients<P>(values, coefficient_rows);
-    (void)scratch;
-    for_each_block<P>([&](int o, int s0, const double (&basis)[P][kLanes]) {
-      double value[N][kLanes];
-      interpolate_block<P, N>(&coefficient_rows[static_cast<std::size_t>(o) * N * P], basis, value);
-      for (int l = 0; l < kLanes; ++l) {
-        const int slot = s0 + l, u = order_[slot];
+    Eigen::Matrix<double, Eigen::Dynamic, N> value(kChunk, N);
+    for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
+      const Eigen::Map<const Eigen::Matrix<double, P, N>> coefficient_block(&coefficient_rows[static_cast<std::size_t>(o) * N * P]);
+      value.topRows(count).noalias() = basis.leftCols(count).transpose() * coefficient_block;
+      for (int c = 0; c < count; ++c) {
+        const int u = order_[s0 + c];
         if (u < 0) continue;
         double power = 1.0, h = 0.0;  // sum_k q^{N-k} Fhat^{K R}_k
-        for (int k = N - 1; k >= 1; --k) power *= qs_[slot], h += power * value[k][l];
-        out[u] += v[u] * d1_[slot] - n_factorial * xs_[slot] * h;
+        for (int k = N - 1; k >= 1; --k) power *= qs_[s0 + c], h += power * value(c, k);
+        out[u] += v[u] * d1_[s0 + c] - n_factorial * xs_[s0 + c] * h;
       }
     });
   }
@@ -536,7 +562,7 @@ class LaplaceInterpolation {
   // The nodes in t and what products reuse: t_j, h t_j e^{-t_j c}, K per node, e^{-i t_j X}.
   std::vector<double> t_, weight_, K_;
   std::vector<Matrix> exponentials_;
-  std::vector<double> lanes_, coefficients_;
+  std::vector<double> coefficients_;
   std::vector<double> d1_;  // per slot, N! x sum_k q^{N-k} D1_k: the products' v_l part
   double gradient_error_ = 0.0;
 };
