@@ -42,7 +42,7 @@ namespace multidraft {
 class LaplaceInterpolation {
  public:
   static constexpr double kHalfWidth = 0.75;  // W, in units of log x
-  static constexpr int kCertifiedPoints = 22, kCoarsePoints = 12;
+  static constexpr int kCertifiedPoints = 22, kCoarsePoints = 10;
   // The rules in t: 7.9e-13 (certified) and 3.3e-8 (coarse) relative, amplified by Lambda e^{2W}
   // (13.3 and 11.8) through interpolation: far finer than LaplaceSums' (2.4e-11 and 5e-6), since
   // a node costs O(grid points) here, not O(m).
@@ -99,6 +99,7 @@ class LaplaceInterpolation {
  private:
   static constexpr int kLanes = 8;   // slots of a piece's range are padded to a multiple of this
   static constexpr int kChunk = 256;  // slots per anterpolation / interpolation product
+  static constexpr int kCurvatureTerms = 8;  // Chebyshev terms of the Hessian diagonal's functions
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
   // The expansion's coefficients for series length N (see the header comment).
@@ -137,21 +138,25 @@ class LaplaceInterpolation {
   void place(const Eigen::VectorXd& x, const std::vector<double>& q) {
     const int m = static_cast<int>(x.size());
     logs_.resize(m);
+    piece_.resize(m);
+    const double* __restrict xv = x.data();
+    double* __restrict logs = logs_.data();
     double low = std::numeric_limits<double>::infinity(), high = -low;
+#pragma omp simd reduction(min : low) reduction(max : high)
     for (int u = 0; u < m; ++u) {
-      logs_[u] = log_positive(x[u]);
-      low = std::min(low, logs_[u]);
-      high = std::max(high, logs_[u]);
+      logs[u] = log_positive(xv[u]);
+      low = std::min(low, logs[u]);
+      high = std::max(high, logs[u]);
     }
     const int pieces = std::max(1, static_cast<int>(std::ceil((high - low) / (2.0 * kHalfWidth))));
     const double centre0 = 0.5 * (low + high) - (pieces - 1) * kHalfWidth;  // the grid centred on the points
-    piece_.resize(m);
+    // (log x - centre0 + W) / 2W >= 0: truncation is the floor.
+    const double offset = kHalfWidth - centre0, inverse_width = 0.5 / kHalfWidth;
+    int* __restrict piece = piece_.data();
+#pragma omp simd
+    for (int u = 0; u < m; ++u) piece[u] = std::min(static_cast<int>((logs[u] + offset) * inverse_width), pieces - 1);
     count_.assign(pieces, 0);
-    for (int u = 0; u < m; ++u) {
-      piece_[u] = std::clamp(static_cast<int>(std::floor((logs_[u] - centre0 + kHalfWidth) / (2.0 * kHalfWidth))), 0,
-                             pieces - 1);
-      ++count_[piece_[u]];
-    }
+    for (int u = 0; u < m; ++u) ++count_[piece[u]];
     centres_.clear();
     start_.assign(1, 0);
     std::vector<int> occupied_index(pieces, -1);
@@ -170,7 +175,7 @@ class LaplaceInterpolation {
     for (int u = 0; u < m; ++u) {
       const int o = occupied_index[piece_[u]], slot = fill_[o]++;
       order_[slot] = u;
-      xi_[slot] = std::clamp((logs_[u] - centres_[o]) / kHalfWidth, -1.0, 1.0);
+      xi_[slot] = std::clamp((logs_[u] - centres_[o]) * (1.0 / kHalfWidth), -1.0, 1.0);
       xs_[slot] = x[u];
       qs_[slot] = q[u];
     }
@@ -236,14 +241,23 @@ class LaplaceInterpolation {
     for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
       if (o != piece) flush(), piece = o, chebyshev.setZero();
       weights(s0, count, w);
-      chebyshev.noalias() += basis.leftCols(count) * w.topRows(count);
+      for (int p = 0; p < P; ++p) {  // dot products over the chunk (a matrix product pays its set-up per chunk)
+        const double* __restrict row = basis.row(p).data();
+        for (int f = 0; f < F; ++f) {
+          const double* __restrict column = w.col(f).data();
+          double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+          for (int c = 0; c < count; ++c) sum += row[c] * column[c];
+          chebyshev(p, f) += sum;
+        }
+      }
     });
     flush();
   }
 
   // Chebyshev coefficients [o][g][p] of G functions given by their values (points x G).
-  template <int P>
-  void coefficients(const Matrix& values, std::vector<double>& out) const {
+  template <int P, class Values>
+  void coefficients(const Values& values, std::vector<double>& out) const {
     const int occupied = static_cast<int>(centres_.size()), G = static_cast<int>(values.cols());
     out.resize(static_cast<std::size_t>(occupied) * G * P);
     const Matrix& t = transform<P>();
@@ -295,8 +309,10 @@ class LaplaceInterpolation {
     double n_factorial = 1.0;
     for (int d = 2; d <= N; ++d) n_factorial *= d;
 
-    // Moments of q^k (k = 1..N) and q^k x (k = 1..N-1): Psi_k and Phi_k(s) = sum_u q_u^k x_u e^{-s x_u}.
-    constexpr int F = 2 * N - 1;
+    // Moments of q^k (k = 1..N): Psi_k(s) = sum_u q_u^k e^{-s x_u} ~ sum_i moments(i, k - 1) e^{-s X_i}.
+    // S needs Phi_k(s) = sum_u q_u^k x_u e^{-s x_u} = -Psi_k'(s), from the same moments times X_i
+    // (the interpolant's derivative in s; S only enters the Hessian, which needs no certificate).
+    constexpr int F = N;
     Matrix moments;
     double mass[N + 1] = {};  // sum_u q_u^k
     for (double qs : qs_) {
@@ -306,7 +322,6 @@ class LaplaceInterpolation {
     anterpolate<P, F>(
         [&](int s0, int count, auto& w) {
           const double* __restrict qs = qs_.data() + s0;
-          const double* __restrict xs = xs_.data() + s0;
           double* __restrict first = w.col(0).data();
 #pragma omp simd
           for (int c = 0; c < count; ++c) first[c] = qs[c];
@@ -316,14 +331,11 @@ class LaplaceInterpolation {
 #pragma omp simd
             for (int c = 0; c < count; ++c) column[c] = lower[c] * qs[c];
           }
-          for (int k = 1; k < N; ++k) {
-            const double* __restrict plain = w.col(k - 1).data();
-            double* __restrict column = w.col(N + k - 1).data();
-#pragma omp simd
-            for (int c = 0; c < count; ++c) column[c] = plain[c] * xs[c];
-          }
         },
         moments);
+    Matrix both(moments.rows(), 2 * N);  // Psi's moments, then Phi's
+    both.leftCols(N) = moments;
+    both.rightCols(N) = Eigen::Map<const Eigen::VectorXd>(points_.data(), moments.rows()).asDiagonal() * moments;
 
     // The nodes in t cover every s = c + X_W + (i + 1) x of the grid's points (X_W <= (N - 1) x).
     const double s_min = c + point_low_, s_max = c + N * point_high_;
@@ -336,7 +348,7 @@ class LaplaceInterpolation {
     // Per node: K (degrees 0..N), S (1..N-1); the columns of the measures on t whose transforms
     // at (i + 1) x are interpolated: h t e^{-tc} K_k, the same times t, and h t e^{-tc} (K S)_k.
     std::vector<Matrix> sums(N);  // sums[i - 1] = exponentials_[i - 1] moments: Psi_k(i t_j), Phi_k(i t_j)
-    for (int i = 1; i <= N; ++i) sums[i - 1].noalias() = exponentials_[i - 1] * moments;
+    for (int i = 1; i <= N; ++i) sums[i - 1].noalias() = exponentials_[i - 1] * both;
     K_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
     weight_.resize(nodes_);
     Matrix measures(nodes_, 3 * N);
@@ -382,7 +394,17 @@ class LaplaceInterpolation {
           for (int d = 0; d <= k; ++d) values.col(4 * N + k) += cik * beta[d] * transforms.col(k - d);
       }
     }
-    coefficients<P>(values, coefficients_);
+    // Interpolated per slot: Fhat_k and, with two bases, Ahat_k with every Chebyshev term; the
+    // diagonal's D1_k, D2_k with the first kCurvatureTerms (the Hessian needs no certificate:
+    // the terms of these analytic functions decay like rho^-p, rho ~ 8 at W = 0.75, so 1e-7 of
+    // their size is left). Fabs only bounds errors, without interpolation: in a piece,
+    // Fabs(x) <= Fabs(X_low) max(1, X_low / x), X_low its lowest point (a Stieltjes transform
+    // decreases; x times it increases).
+    Matrix exact(points, two_bases ? 2 * N : N);
+    exact.leftCols(N) = values.leftCols(N);
+    if (two_bases) exact.rightCols(N) = values.rightCols(N);
+    coefficients<P>(exact, coefficients_);
+    coefficients<P>(values.middleCols(2 * N, 2 * N), curvature_coefficients_);
 
     // Errors. Per function, the quadrature's at the points, amplified by interpolation
     // (Lambda e^{2W}), plus the Stieltjes interpolant's own: interpolation_error relative to
@@ -419,12 +441,32 @@ class LaplaceInterpolation {
     const double* __restrict qs = qs_.data();
     double* __restrict d1s = d1_.data();
     auto pass = [&](auto functions) {
-      constexpr int G = decltype(functions)::value;
-      constexpr int kAccepted = G == 5 * N ? 4 * N : 0;  // Ahat's columns, or Fhat's with one base
-      Eigen::Matrix<double, Eigen::Dynamic, G> value(kChunk, G);
+      constexpr int GE = decltype(functions)::value;
+      constexpr int kAccepted = GE == 2 * N ? N : 0;  // Ahat's columns, or Fhat's with one base
+      constexpr int PC = std::min(P, kCurvatureTerms);
+      Eigen::Matrix<double, Eigen::Dynamic, GE> value(kChunk, GE);
+      Eigen::Matrix<double, Eigen::Dynamic, 2 * N> curvature_value(kChunk, 2 * N);
+      int piece = -1;
+      double low = 1.0, gradient_envelope[N], accepted_envelope[N];  // per piece: sum_e gamma_e ratio_ke Fabs_{k-e}(X_low)
       for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
-        const Eigen::Map<const Eigen::Matrix<double, P, G>> coefficient_block(&coefficients_[static_cast<std::size_t>(o) * G * P]);
-        value.topRows(count).noalias() = basis.leftCols(count).transpose() * coefficient_block;
+        if (o != piece) {
+          piece = o;
+          low = points_[o * P + P - 1];
+          for (int k = 0; k < N; ++k) {
+            gradient_envelope[k] = accepted_envelope[k] = 0.0;
+            for (int e = 0; e <= k; ++e) {
+              const double fabs = coefficient.ratio[k][e] * values(o * P + P - 1, N + k - e);
+              gradient_envelope[k] += gradient_gamma[e] * fabs;
+              accepted_envelope[k] += accepted_gamma[e] * fabs;
+            }
+          }
+        }
+        const Eigen::Map<const Eigen::Matrix<double, P, GE>> exact_block(&coefficients_[static_cast<std::size_t>(o) * GE * P]);
+        const Eigen::Map<const Eigen::Matrix<double, P, 2 * N>> curvature_block(
+            &curvature_coefficients_[static_cast<std::size_t>(o) * 2 * N * P]);
+        value.topRows(count).noalias() = basis.leftCols(count).transpose() * exact_block;
+        curvature_value.topRows(count).noalias() =
+            basis.topLeftCorner(PC, count).transpose() * curvature_block.template topRows<PC>();
         for (int b0 = 0; b0 < count; b0 += kLanes) {
           const int slot0 = s0 + b0;
           double power[kLanes], g[kLanes] = {}, a[kLanes] = {}, d1[kLanes] = {}, d2[kLanes] = {}, g_bound[kLanes] = {},
@@ -432,39 +474,32 @@ class LaplaceInterpolation {
 #pragma omp simd
           for (int l = 0; l < kLanes; ++l) power[l] = 1.0;
           for (int k = N - 1; k >= 0; --k) {  // power = q^{N-k}
-            double bound_g[kLanes] = {}, bound_a[kLanes] = {};
-#pragma omp simd
-            for (int l = 0; l < kLanes; ++l) power[l] *= qs[slot0 + l];
-            for (int e = 0; e <= k; ++e) {
-              const double cg = coefficient.ratio[k][e] * gradient_gamma[e], ca = coefficient.ratio[k][e] * accepted_gamma[e];
-              const double* __restrict fabs = value.col(N + k - e).data() + b0;
-#pragma omp simd
-              for (int l = 0; l < kLanes; ++l) bound_g[l] += cg * fabs[l], bound_a[l] += ca * fabs[l];
-            }
             const double* __restrict fhat = value.col(k).data() + b0;
             const double* __restrict ahat = value.col(kAccepted + k).data() + b0;
-            const double* __restrict first_part = value.col(2 * N + k).data() + b0;
-            const double* __restrict own_part = value.col(3 * N + k).data() + b0;
+            const double* __restrict first_part = curvature_value.col(k).data() + b0;
+            const double* __restrict own_part = curvature_value.col(N + k).data() + b0;
+            const double eg = gradient_envelope[k], ea = accepted_envelope[k];
 #pragma omp simd
             for (int l = 0; l < kLanes; ++l) {
+              power[l] *= qs[slot0 + l];
               g[l] += power[l] * fhat[l];
               a[l] += power[l] * ahat[l];
               d1[l] += power[l] * first_part[l];
               d2[l] += power[l] * own_part[l];
-              g_bound[l] += power[l] * bound_g[l];
-              a_bound[l] += power[l] * bound_a[l];
+              g_bound[l] += power[l] * eg;
+              a_bound[l] += power[l] * ea;
             }
           }
           double first[kLanes], curvature[kLanes];
 #pragma omp simd
           for (int l = 0; l < kLanes; ++l) {
-            const double scale = n_factorial * xs[slot0 + l];
+            const double x = xs[slot0 + l], scale = n_factorial * x, envelope = n_factorial * std::max(x, low);
             first[l] = scale * g[l];
             d1s[slot0 + l] = scale * d1[l];
-            curvature[l] = std::max(0.0, scale * (d1[l] + xs[slot0 + l] * d2[l]));
+            curvature[l] = std::max(0.0, scale * (d1[l] + x * d2[l]));
             accepted_lanes[l] += scale * a[l];
-            gradient_bound_lanes[l] += scale * g_bound[l];
-            accepted_bound_lanes[l] += scale * a_bound[l];
+            gradient_bound_lanes[l] += envelope * g_bound[l];
+            accepted_bound_lanes[l] += envelope * a_bound[l];
           }
           for (int l = 0; l < kLanes; ++l) {
             const int u = order_[slot0 + l];
@@ -476,9 +511,9 @@ class LaplaceInterpolation {
       });
     };
     if (two_bases)
-      pass(std::integral_constant<int, 5 * N>{});
+      pass(std::integral_constant<int, 2 * N>{});
     else
-      pass(std::integral_constant<int, 4 * N>{});
+      pass(std::integral_constant<int, N>{});
     double accepted = 0.0, gradient_bound = 0.0, accepted_bound = 0.0;
     for (int l = 0; l < kLanes; ++l)
       accepted += accepted_lanes[l], gradient_bound += gradient_bound_lanes[l], accepted_bound += accepted_bound_lanes[l];
@@ -538,8 +573,9 @@ class LaplaceInterpolation {
     coefficients<P>(values, coefficient_rows);
     Eigen::Matrix<double, Eigen::Dynamic, N> value(kChunk, N);
     for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
-      const Eigen::Map<const Eigen::Matrix<double, P, N>> coefficient_block(&coefficient_rows[static_cast<std::size_t>(o) * N * P]);
-      value.topRows(count).noalias() = basis.leftCols(count).transpose() * coefficient_block;
+      constexpr int PC = std::min(P, kCurvatureTerms);  // products, like the diagonal, need no certificate
+      const Eigen::Map<const Eigen::Matrix<double, P, N>> block(&coefficient_rows[static_cast<std::size_t>(o) * N * P]);
+      value.topRows(count).noalias() = basis.topLeftCorner(PC, count).transpose() * block.template topRows<PC>();
       for (int c = 0; c < count; ++c) {
         const int u = order_[s0 + c];
         if (u < 0) continue;
@@ -562,7 +598,7 @@ class LaplaceInterpolation {
   // The nodes in t and what products reuse: t_j, h t_j e^{-t_j c}, K per node, e^{-i t_j X}.
   std::vector<double> t_, weight_, K_;
   std::vector<Matrix> exponentials_;
-  std::vector<double> coefficients_;
+  std::vector<double> coefficients_, curvature_coefficients_;  // [piece][function][term]
   std::vector<double> d1_;  // per slot, N! x sum_k q^{N-k} D1_k: the products' v_l part
   double gradient_error_ = 0.0;
 };
