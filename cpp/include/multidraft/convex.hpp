@@ -320,7 +320,8 @@ struct ConvexObjective {
     const int m = terms.variables;
     const double constant = slack ? 1.0 : 0.0, high = power.maxCoeff(), low = power.minCoeff();
     if (full.size == 2 && high <= std::exp(kFourReciprocalsLimit) && low >= std::exp(-kFourReciprocalsLimit) &&
-        PairSums::pays(m, std::log((constant + high) / (constant + low))))
+        PairSums::pays(m, std::log((constant + high) / (constant + low))) &&
+        !(grid && LaplaceInterpolation::pays(m, std::log(high / low)) && m >= 2000))
       return Summation::kPairInterpolation;
     if (!LaplaceSums::handles(full.size)) return Summation::kEnumerated;
     const double log_ratio = std::log((constant + full.size * high) / (constant + low));
