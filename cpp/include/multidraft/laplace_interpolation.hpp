@@ -42,7 +42,7 @@ namespace multidraft {
 class LaplaceInterpolation {
  public:
   static constexpr double kHalfWidth = 0.75;  // W, in units of log x
-  static constexpr int kCertifiedPoints = 22, kCoarsePoints = 10;
+  static constexpr int kCertifiedPoints = 20, kCoarsePoints = 10;
   // The rules in t: 7.9e-13 (certified) and 3.3e-8 (coarse) relative, amplified by Lambda e^{2W}
   // (13.3 and 11.8) through interpolation: far finer than LaplaceSums' (2.4e-11 and 5e-6), since
   // a node costs O(grid points) here, not O(m).
@@ -167,18 +167,24 @@ class LaplaceInterpolation {
       start_.push_back(start_.back() + (count_[p] + kLanes - 1) / kLanes * kLanes);
     }
     const int occupied = static_cast<int>(centres_.size()), slots = start_.back();
-    order_.assign(slots, -1);
-    xi_.assign(slots, 0.0);
-    xs_.assign(slots, 0.0);
-    qs_.assign(slots, 0.0);
+    // Each variable's local coordinate in its piece (in place of its log), then its slot.
+#pragma omp simd
+    for (int u = 0; u < m; ++u)
+      logs[u] = std::clamp((logs[u] - (centre0 + 2.0 * kHalfWidth * piece[u])) * (1.0 / kHalfWidth), -1.0, 1.0);
+    order_.resize(slots);
+    xi_.resize(slots);
+    xs_.resize(slots);
+    qs_.resize(slots);
     fill_.assign(start_.begin(), start_.end() - 1);
     for (int u = 0; u < m; ++u) {
-      const int o = occupied_index[piece_[u]], slot = fill_[o]++;
+      const int slot = fill_[occupied_index[piece[u]]]++;
       order_[slot] = u;
-      xi_[slot] = std::clamp((logs_[u] - centres_[o]) * (1.0 / kHalfWidth), -1.0, 1.0);
-      xs_[slot] = x[u];
+      xi_[slot] = logs[u];
+      xs_[slot] = xv[u];
       qs_[slot] = q[u];
     }
+    for (int o = 0; o < occupied; ++o)  // padding: no variable, q = 0
+      for (int slot = fill_[o]; slot < start_[o + 1]; ++slot) order_[slot] = -1, xi_[slot] = xs_[slot] = qs_[slot] = 0.0;
     // The points: x = e^{centre + W cos(pi (i + 1/2) / P)}.
     points_.resize(static_cast<std::size_t>(occupied) * P);
     for (int o = 0; o < occupied; ++o)
@@ -253,6 +259,38 @@ class LaplaceInterpolation {
       }
     });
     flush();
+  }
+
+  // Calls body(o, s0) for every block of kLanes slots (piece o).
+  template <class Body>
+  void for_each_block(Body&& body) const {
+    const int occupied = static_cast<int>(centres_.size());
+    for (int o = 0; o < occupied; ++o)
+      for (int s0 = start_[o]; s0 < start_[o + 1]; s0 += kLanes) body(o, s0);
+  }
+
+  // value[g][lane] = sum_{p < Terms} coefficient[g P + p] T_p(xi[lane]), the recurrence
+  // T_p = 2 xi T_{p-1} - T_{p-2} run alongside (every value stays in registers).
+  template <int P, int Terms, int G>
+  [[gnu::always_inline]] static void interpolate_lanes(const double* __restrict coefficient,
+                                                      const double* __restrict xi, double (&value)[G][kLanes]) {
+    double before[kLanes], last[kLanes];
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) before[l] = 1.0, last[l] = xi[l];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g)
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) value[g][l] = coefficient[g * P] + coefficient[g * P + 1] * xi[l];
+#pragma GCC unroll 4
+    for (int p = 2; p < Terms; ++p) {
+      double next[kLanes];
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) next[l] = 2.0 * xi[l] * last[l] - before[l], before[l] = last[l], last[l] = next[l];
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g)
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) value[g][l] += coefficient[g * P + p] * next[l];
+    }
   }
 
   // Chebyshev coefficients [o][g][p] of G functions given by their values (points x G).
@@ -444,11 +482,9 @@ class LaplaceInterpolation {
       constexpr int GE = decltype(functions)::value;
       constexpr int kAccepted = GE == 2 * N ? N : 0;  // Ahat's columns, or Fhat's with one base
       constexpr int PC = std::min(P, kCurvatureTerms);
-      Eigen::Matrix<double, Eigen::Dynamic, GE> value(kChunk, GE);
-      Eigen::Matrix<double, Eigen::Dynamic, 2 * N> curvature_value(kChunk, 2 * N);
       int piece = -1;
       double low = 1.0, gradient_envelope[N], accepted_envelope[N];  // per piece: sum_e gamma_e ratio_ke Fabs_{k-e}(X_low)
-      for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
+      for_each_block([&](int o, int slot0) {
         if (o != piece) {
           piece = o;
           low = points_[o * P + P - 1];
@@ -461,52 +497,47 @@ class LaplaceInterpolation {
             }
           }
         }
-        const Eigen::Map<const Eigen::Matrix<double, P, GE>> exact_block(&coefficients_[static_cast<std::size_t>(o) * GE * P]);
-        const Eigen::Map<const Eigen::Matrix<double, P, 2 * N>> curvature_block(
-            &curvature_coefficients_[static_cast<std::size_t>(o) * 2 * N * P]);
-        value.topRows(count).noalias() = basis.leftCols(count).transpose() * exact_block;
-        curvature_value.topRows(count).noalias() =
-            basis.topLeftCorner(PC, count).transpose() * curvature_block.template topRows<PC>();
-        for (int b0 = 0; b0 < count; b0 += kLanes) {
-          const int slot0 = s0 + b0;
-          double power[kLanes], g[kLanes] = {}, a[kLanes] = {}, d1[kLanes] = {}, d2[kLanes] = {}, g_bound[kLanes] = {},
-                                a_bound[kLanes] = {};
+        double value[GE][kLanes], curvature_value[2 * N][kLanes];
+        interpolate_lanes<P, P, GE>(&coefficients_[static_cast<std::size_t>(o) * GE * P], xi_.data() + slot0, value);
+        interpolate_lanes<P, PC, 2 * N>(&curvature_coefficients_[static_cast<std::size_t>(o) * 2 * N * P],
+                                        xi_.data() + slot0, curvature_value);
+        double power[kLanes], g[kLanes] = {}, a[kLanes] = {}, d1[kLanes] = {}, d2[kLanes] = {}, g_bound[kLanes] = {},
+                              a_bound[kLanes] = {};
 #pragma omp simd
-          for (int l = 0; l < kLanes; ++l) power[l] = 1.0;
-          for (int k = N - 1; k >= 0; --k) {  // power = q^{N-k}
-            const double* __restrict fhat = value.col(k).data() + b0;
-            const double* __restrict ahat = value.col(kAccepted + k).data() + b0;
-            const double* __restrict first_part = curvature_value.col(k).data() + b0;
-            const double* __restrict own_part = curvature_value.col(N + k).data() + b0;
-            const double eg = gradient_envelope[k], ea = accepted_envelope[k];
-#pragma omp simd
-            for (int l = 0; l < kLanes; ++l) {
-              power[l] *= qs[slot0 + l];
-              g[l] += power[l] * fhat[l];
-              a[l] += power[l] * ahat[l];
-              d1[l] += power[l] * first_part[l];
-              d2[l] += power[l] * own_part[l];
-              g_bound[l] += power[l] * eg;
-              a_bound[l] += power[l] * ea;
-            }
-          }
-          double first[kLanes], curvature[kLanes];
+        for (int l = 0; l < kLanes; ++l) power[l] = 1.0;
+        for (int k = N - 1; k >= 0; --k) {  // power = q^{N-k}
+          const double* __restrict fhat = value[k];
+          const double* __restrict ahat = value[kAccepted + k];
+          const double* __restrict first_part = curvature_value[k];
+          const double* __restrict own_part = curvature_value[N + k];
+          const double eg = gradient_envelope[k], ea = accepted_envelope[k];
 #pragma omp simd
           for (int l = 0; l < kLanes; ++l) {
-            const double x = xs[slot0 + l], scale = n_factorial * x, envelope = n_factorial * std::max(x, low);
-            first[l] = scale * g[l];
-            d1s[slot0 + l] = scale * d1[l];
-            curvature[l] = std::max(0.0, scale * (d1[l] + x * d2[l]));
-            accepted_lanes[l] += scale * a[l];
-            gradient_bound_lanes[l] += envelope * g_bound[l];
-            accepted_bound_lanes[l] += envelope * a_bound[l];
+            power[l] *= qs[slot0 + l];
+            g[l] += power[l] * fhat[l];
+            a[l] += power[l] * ahat[l];
+            d1[l] += power[l] * first_part[l];
+            d2[l] += power[l] * own_part[l];
+            g_bound[l] += power[l] * eg;
+            a_bound[l] += power[l] * ea;
           }
-          for (int l = 0; l < kLanes; ++l) {
-            const int u = order_[slot0 + l];
-            if (u < 0) continue;
-            gradient[u] += first[l];
-            diagonal[u] += curvature[l];
-          }
+        }
+        double first[kLanes], curvature[kLanes];
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) {
+          const double x = xs[slot0 + l], scale = n_factorial * x, envelope = n_factorial * std::max(x, low);
+          first[l] = scale * g[l];
+          d1s[slot0 + l] = scale * d1[l];
+          curvature[l] = std::max(0.0, scale * (d1[l] + x * d2[l]));
+          accepted_lanes[l] += scale * a[l];
+          gradient_bound_lanes[l] += envelope * g_bound[l];
+          accepted_bound_lanes[l] += envelope * a_bound[l];
+        }
+        for (int l = 0; l < kLanes; ++l) {
+          const int u = order_[slot0 + l];
+          if (u < 0) continue;
+          gradient[u] += first[l];
+          diagonal[u] += curvature[l];
         }
       });
     };
@@ -571,17 +602,18 @@ class LaplaceInterpolation {
       for (int k = 1; k + i < N; ++k) values.col(k) += coefficient.c[i][k] * transforms.col(k);
     }
     coefficients<P>(values, coefficient_rows);
-    Eigen::Matrix<double, Eigen::Dynamic, N> value(kChunk, N);
-    for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
-      constexpr int PC = std::min(P, kCurvatureTerms);  // products, like the diagonal, need no certificate
-      const Eigen::Map<const Eigen::Matrix<double, P, N>> block(&coefficient_rows[static_cast<std::size_t>(o) * N * P]);
-      value.topRows(count).noalias() = basis.topLeftCorner(PC, count).transpose() * block.template topRows<PC>();
-      for (int c = 0; c < count; ++c) {
-        const int u = order_[s0 + c];
-        if (u < 0) continue;
-        double power = 1.0, h = 0.0;  // sum_k q^{N-k} Fhat^{K R}_k
-        for (int k = N - 1; k >= 1; --k) power *= qs_[s0 + c], h += power * value(c, k);
-        out[u] += v[u] * d1_[s0 + c] - n_factorial * xs_[s0 + c] * h;
+    constexpr int PC = std::min(P, kCurvatureTerms);  // products, like the diagonal, need no certificate
+    for_each_block([&](int o, int s0) {
+      double value[N][kLanes], power[kLanes], h[kLanes] = {};  // h = sum_k q^{N-k} Fhat^{K R}_k
+      interpolate_lanes<P, PC, N>(&coefficient_rows[static_cast<std::size_t>(o) * N * P], xi_.data() + s0, value);
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) power[l] = 1.0;
+      for (int k = N - 1; k >= 1; --k)
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) power[l] *= qs_[s0 + l], h[l] += power[l] * value[k][l];
+      for (int l = 0; l < kLanes; ++l) {
+        const int u = order_[s0 + l];
+        if (u >= 0) out[u] += v[u] * d1_[s0 + l] - n_factorial * xs_[s0 + l] * h[l];
       }
     });
   }
