@@ -54,7 +54,8 @@ struct Curvature {
   double accepted = 0.0;
   std::vector<double> leaf_scratch;  // working row of the implicit pass (dense Hessian only)
   // The terms were summed, not enumerated: n = 2's implicit pairs by interpolation (pair_sums.hpp)
-  // or, with `laplace`, every term of any size (laplace_sums.hpp); then the gradient carries an
+  // or, with `laplace`, every term of any size (laplace_sums.hpp, or laplace_interpolation.hpp
+  // `on_grid`); then the gradient carries an
   // error of at most gradient_error in L1 norm.
   bool interpolated = false;
   bool laplace = false;
@@ -76,6 +77,10 @@ constexpr double kUnshiftedLimit = 600.0;
 // to a spread of about 354 (measured: a peaked V = 32000, n = 2 solve reached a spread of 429,
 // and the pass's Hessian diagonal became NaN).
 constexpr double kOuterSpreadLimit = 300.0;
+// n = 2 takes Laplace sums on the grid (LaplaceInterpolation) rather than pair interpolation
+// (PairSums) from this many variables, where the grid pays: measured at full vocabulary (flat
+// V = 32000: 14 -> 5.6 ms per token); below, pair interpolation keeps the truncated plans' times.
+constexpr int kPairGridFrom = 2000;
 
 struct ConvexObjective {
   GroupedTerms terms;      // explicit terms (those smaller than n when `full` is used)
@@ -228,7 +233,8 @@ struct ConvexObjective {
     curvature.laplace = how == Summation::kLaplace;
     curvature.coarse = curvature.laplace && coarse;
     curvature.on_grid = curvature.laplace && grid &&
-                        LaplaceInterpolation::pays(m, std::log(curvature.power.maxCoeff() / curvature.power.minCoeff()));
+                        LaplaceInterpolation::pays(m, std::log(curvature.power.maxCoeff() / curvature.power.minCoeff()),
+                                                   full.size);
     if (!curvature.interpolated && full.count() + deferred_count() > enumeration_budget) return false;
     if (!curvature.interpolated && stored_deferred) {
       for (int size = 2; size < full.size; ++size) append_stored_terms(size);
@@ -311,9 +317,10 @@ struct ConvexObjective {
   }
 
   // How a pass sums the terms at x = e^a (|a| <= unshifted_limit): n = 2's implicit pairs by
-  // interpolation where it pays and |a| <= kFourReciprocalsLimit (x^2 and 1 / x^2 in range), else
-  // every term by LaplaceSums where that pays or enumerating would exceed the budget, else
-  // enumerated. Callers check that the Newton system is matrix-free.
+  // interpolation where it pays and |a| <= kFourReciprocalsLimit (x^2 and 1 / x^2 in range) and
+  // m < kPairGridFrom, else every term by LaplaceSums where that pays or enumerating would exceed
+  // the budget (on the grid, LaplaceInterpolation, where that pays: ConvexObjective::evaluate),
+  // else enumerated. Callers check that the Newton system is matrix-free.
   enum class Summation { kEnumerated, kPairInterpolation, kLaplace };
   Summation summation(const Eigen::VectorXd& power) const {
     if (!interpolation || full.empty()) return Summation::kEnumerated;
@@ -321,7 +328,7 @@ struct ConvexObjective {
     const double constant = slack ? 1.0 : 0.0, high = power.maxCoeff(), low = power.minCoeff();
     if (full.size == 2 && high <= std::exp(kFourReciprocalsLimit) && low >= std::exp(-kFourReciprocalsLimit) &&
         PairSums::pays(m, std::log((constant + high) / (constant + low))) &&
-        !(grid && LaplaceInterpolation::pays(m, std::log(high / low)) && m >= 2000))
+        !(grid && m >= kPairGridFrom && LaplaceInterpolation::pays(m, std::log(high / low), 2)))
       return Summation::kPairInterpolation;
     if (!LaplaceSums::handles(full.size)) return Summation::kEnumerated;
     const double log_ratio = std::log((constant + full.size * high) / (constant + low));

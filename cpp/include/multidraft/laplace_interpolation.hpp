@@ -50,12 +50,13 @@ class LaplaceInterpolation {
   static constexpr LaplaceSums::Rule kCoarse{0.45, 1e-8, 24.0, 1};
 
   static bool handles(int n) { return LaplaceSums::handles(n); }
-  // Worth it against LaplaceSums: that visits m variables at every certified node (about 10 ns
-  // each); this one about 50 ns per variable plus the grid's work at the nodes.
-  static bool pays(int m, double log_spread) {
+  // Worth it against LaplaceSums, which visits m variables at each of its nodes (about 2 ns
+  // each); here about 60 ns per variable and 2 ns per (node, grid point, size) at the nodes
+  // (measured: n = 3 and 4 break even near m = 400).
+  static bool pays(int m, double log_spread, int n) {
     const double nodes = LaplaceSums::nodes_for(log_spread, kCertified);
     const double grid = (std::ceil(log_spread / (2.0 * kHalfWidth)) + 1.0) * kCertifiedPoints;
-    return 10.0 * LaplaceSums::nodes_for(log_spread) * m > 50.0 * m + 4.0 * nodes * grid;
+    return 2.0 * LaplaceSums::nodes_for(log_spread) * m > 60.0 * m + 2.0 * n * nodes * grid;
   }
 
   // As LaplaceSums::evaluate: adds every term's gradient and Hessian diagonal at x = e^a and
