@@ -82,6 +82,11 @@ constexpr double kOuterSpreadLimit = 300.0;
 // V = 32000: 14 -> 5.6 ms per token); below, pair interpolation keeps the truncated plans' times.
 constexpr int kPairGridFrom = 2000;
 
+// When Laplace sums interpolate their variables on a grid (LaplaceInterpolation): where that pays
+// (the default), or, for tests, never (LaplaceSums alone) or always (on vocabularies small enough
+// to enumerate, n = 2 included).
+enum class GridUse { kNever, kWherePays, kAlways };
+
 struct ConvexObjective {
   GroupedTerms terms;      // explicit terms (those smaller than n when `full` is used)
   FullSubsetTerms full;    // implicit terms: every n-subset (full_subsets.hpp)
@@ -90,7 +95,7 @@ struct ConvexObjective {
   double total_weight = 0.0;  // sum_U w_U (set with the terms; used by level_shift)
   double unshifted_limit = kUnshiftedLimit;  // lowered only by tests, to check the shifted path
   bool interpolation = true;  // PairSums / LaplaceSums when they pay (tests compare with enumeration)
-  bool grid = true;           // LaplaceSums' variables interpolated when it pays (tests compare with LaplaceSums)
+  GridUse grid = GridUse::kWherePays;  // LaplaceSums on the grid (tests: never, to compare; always, at small m)
   // Most terms a pass may enumerate (GlobalResolutionOptions::max_terms): the plan may hold more,
   // to be summed (PairSums, LaplaceSums); a point where they cannot be is refused.
   double enumeration_budget = std::numeric_limits<double>::infinity();
@@ -232,9 +237,11 @@ struct ConvexObjective {
     curvature.interpolated = how != Summation::kEnumerated;
     curvature.laplace = how == Summation::kLaplace;
     curvature.coarse = curvature.laplace && coarse;
-    curvature.on_grid = curvature.laplace && grid &&
-                        LaplaceInterpolation::pays(m, std::log(curvature.power.maxCoeff() / curvature.power.minCoeff()),
-                                                   full.size);
+    curvature.on_grid =
+        curvature.laplace && (grid == GridUse::kAlways ||
+                              (grid == GridUse::kWherePays &&
+                               LaplaceInterpolation::pays(
+                                   m, std::log(curvature.power.maxCoeff() / curvature.power.minCoeff()), full.size)));
     if (!curvature.interpolated && full.count() + deferred_count() > enumeration_budget) return false;
     if (!curvature.interpolated && stored_deferred) {
       for (int size = 2; size < full.size; ++size) append_stored_terms(size);
@@ -327,10 +334,11 @@ struct ConvexObjective {
     const int m = terms.variables;
     const double constant = slack ? 1.0 : 0.0, high = power.maxCoeff(), low = power.minCoeff();
     if (full.size == 2 && high <= std::exp(kFourReciprocalsLimit) && low >= std::exp(-kFourReciprocalsLimit) &&
-        PairSums::pays(m, std::log((constant + high) / (constant + low))) &&
-        !(grid && m >= kPairGridFrom && LaplaceInterpolation::pays(m, std::log(high / low), 2)))
+        PairSums::pays(m, std::log((constant + high) / (constant + low))) && grid != GridUse::kAlways &&
+        !(grid == GridUse::kWherePays && m >= kPairGridFrom && LaplaceInterpolation::pays(m, std::log(high / low), 2)))
       return Summation::kPairInterpolation;
     if (!LaplaceSums::handles(full.size)) return Summation::kEnumerated;
+    if (grid == GridUse::kAlways) return Summation::kLaplace;
     const double log_ratio = std::log((constant + full.size * high) / (constant + low));
     if (full.count() + deferred_count() > enumeration_budget || LaplaceSums::pays(m, log_ratio, term_count()))
       return Summation::kLaplace;

@@ -42,7 +42,7 @@ namespace multidraft {
 class LaplaceInterpolation {
  public:
   static constexpr double kHalfWidth = 0.75;  // W, in units of log x
-  static constexpr int kCertifiedPoints = 20, kCoarsePoints = 10;
+  static constexpr int kCertifiedPoints = 20, kCoarsePoints = 12;
   // The rules in t: 7.9e-13 (certified) and 3.3e-8 (coarse) relative, amplified by Lambda e^{2W}
   // (13.3 and 11.8) through interpolation: far finer than LaplaceSums' (2.4e-11 and 5e-6), since
   // a node costs O(grid points) here, not O(m).
@@ -101,6 +101,10 @@ class LaplaceInterpolation {
   static constexpr int kLanes = 8;   // slots of a piece's range are padded to a multiple of this
   static constexpr int kChunk = 256;  // slots per anterpolation / interpolation product
   static constexpr int kCurvatureTerms = 8;  // Chebyshev terms of the Hessian diagonal's functions
+  // An interpolated diagonal |D1 + x D2| below this fraction of |D1| + |x D2| lost too many digits
+  // (8 Chebyshev terms: about 1e-7 of each part): the variable's Hessian terms are summed per node.
+  static constexpr double kCancellation = 1e-2;
+  static constexpr double kExpLimit = 708.0;  // e^{-r} is taken as 0 beyond (exp_negative clamps there)
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
   // The expansion's coefficients for series length N (see the header comment).
@@ -309,20 +313,30 @@ class LaplaceInterpolation {
         }
   }
 
-  // exponentials_[i - 1](j, point) = e^{-i t_j X_point}, i = 1..N.
+  // exponentials_[i - 1](j, point) = e^{-i t_j X_point} and scaled_[i - 1](j, point) = t_j X_point
+  // e^{-i t_j X_point} (at most 1 / (e i): the t-weighted sums in this form never overflow, where
+  // t_j alone reaches 1e175 for x = e^-400), i = 1..N.
   template <int N>
   void tabulate_exponentials() {
     const int points = static_cast<int>(points_.size());
     exponentials_.resize(N);
+    scaled_.resize(N);
     for (int i = 1; i <= N; ++i) {
       Matrix& e = exponentials_[i - 1];
+      Matrix& scaled = scaled_[i - 1];
       e.resize(nodes_, points);
+      scaled.resize(nodes_, points);
       for (int j = 0; j < nodes_; ++j) {
-        const double t = i * t_[j];
+        const double t = t_[j];
         double* __restrict row = e.row(j).data();
+        double* __restrict scaled_row = scaled.row(j).data();
         const double* __restrict xs = points_.data();
 #pragma omp simd
-        for (int a = 0; a < points; ++a) row[a] = exp_negative(t * xs[a]);
+        for (int a = 0; a < points; ++a) {
+          const double r = t * xs[a];
+          row[a] = i * r < kExpLimit ? exp_negative(i * r) : 0.0;  // t reaches 1e175: no clamped e^-708 times t
+          scaled_row[a] = r * row[a];
+        }
       }
     }
   }
@@ -349,7 +363,7 @@ class LaplaceInterpolation {
     for (int d = 2; d <= N; ++d) n_factorial *= d;
 
     // Moments of q^k (k = 1..N): Psi_k(s) = sum_u q_u^k e^{-s x_u} ~ sum_i moments(i, k - 1) e^{-s X_i}.
-    // S needs Phi_k(s) = sum_u q_u^k x_u e^{-s x_u} = -Psi_k'(s), from the same moments times X_i
+    // S needs t Phi_k(i t) = sum_u q_u^k t x_u e^{-i t x_u}, from the same moments at t X_i e^{-i t X_i}
     // (the interpolant's derivative in s; S only enters the Hessian, which needs no certificate).
     constexpr int F = N;
     Matrix moments;
@@ -372,9 +386,6 @@ class LaplaceInterpolation {
           }
         },
         moments);
-    Matrix both(moments.rows(), 2 * N);  // Psi's moments, then Phi's
-    both.leftCols(N) = moments;
-    both.rightCols(N) = Eigen::Map<const Eigen::VectorXd>(points_.data(), moments.rows()).asDiagonal() * moments;
 
     // The nodes in t cover every s = c + X_W + (i + 1) x of the grid's points (X_W <= (N - 1) x).
     const double s_min = c + point_low_, s_max = c + N * point_high_;
@@ -385,10 +396,15 @@ class LaplaceInterpolation {
     tabulate_exponentials<N>();
 
     // Per node: K (degrees 0..N), S (1..N-1); the columns of the measures on t whose transforms
-    // at (i + 1) x are interpolated: h t e^{-tc} K_k, the same times t, and h t e^{-tc} (K S)_k.
-    std::vector<Matrix> sums(N);  // sums[i - 1] = exponentials_[i - 1] moments: Psi_k(i t_j), Phi_k(i t_j)
-    for (int i = 1; i <= N; ++i) sums[i - 1].noalias() = exponentials_[i - 1] * both;
+    // at (i + 1) x are interpolated: h t e^{-tc} K_k, the same times t (with c > 0 only: bounded by
+    // e^{-tc} there), and h t e^{-tc} (K S)_k.
+    std::vector<Matrix> sums(N), scaled_sums(N);  // Psi_k(i t_j) and t_j Phi_k(i t_j) by [i - 1](j, k - 1)
+    for (int i = 1; i <= N; ++i) {
+      sums[i - 1].noalias() = exponentials_[i - 1] * moments;
+      scaled_sums[i - 1].noalias() = scaled_[i - 1] * moments;
+    }
     K_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
+    S_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
     weight_.resize(nodes_);
     Matrix measures(nodes_, 3 * N);
     measures.setZero();
@@ -398,16 +414,17 @@ class LaplaceInterpolation {
       for (int k = 1; k <= N; ++k)
         for (int i = 1; i <= k; ++i) A[k] += coefficient.log[k][i] * sums[i - 1](j, k - 1);
       for (int k = 1; k < N; ++k)
-        for (int i = 1; i <= k; ++i) S[k] += t * coefficient.s[k][i] * sums[i - 1](j, N + k - 1);
+        for (int i = 1; i <= k; ++i) S[k] += coefficient.s[k][i] * scaled_sums[i - 1](j, k - 1);
       A[1] += bases[0];
       series_exp<N>(A, K);
       std::copy(K, K + N + 1, &K_[static_cast<std::size_t>(j) * (N + 1)]);
+      std::copy(S, S + N + 1, &S_[static_cast<std::size_t>(j) * (N + 1)]);
       weight_[j] = rule.step * t * std::exp(-t * c);  // h t e^{-tc}: dt = t du
       for (int k = 0; k < N; ++k) {
         double KS = 0.0;
         for (int d = 1; d <= k; ++d) KS += S[d] * K[k - d];
         measures(j, k) = weight_[j] * K[k];
-        measures(j, N + k) = weight_[j] * t * K[k];
+        measures(j, N + k) = c > 0.0 ? weight_[j] * t * K[k] : 0.0;
         measures(j, 2 * N + k) = weight_[j] * KS;
       }
     }
@@ -417,18 +434,19 @@ class LaplaceInterpolation {
     for (int d = 1; d <= N; ++d) beta[d] = beta[d - 1] * ((bases.size() > 1 ? bases[1] : bases[0]) - bases[0]) / d;
     const bool two_bases = beta[1] != 0.0;
     // The interpolated functions' values at the points (k = 0..N-1): Fhat_k, Fabs_k =
-    // sum_i |c_ik| F_ki (the error bound's), D1_k, D2_k (the diagonal's) and, with two bases,
+    // sum_i |c_ik| F_ki (the error bound's), D1_k, x D2_k (the diagonal's) and, with two bases,
     // Ahat_k = sum_i c_ik sum_d beta_d F_{k-d,i} (the accepted mass's).
     Matrix values(points, two_bases ? 5 * N : 4 * N);
     values.setZero();
     for (int i = 0; i < N; ++i) {
       const Matrix transforms = exponentials_[i].transpose() * measures;  // at (i + 1) x
+      const Matrix scaled_transforms = scaled_[i].transpose() * measures.leftCols(N);  // x F_ki^t
       for (int k = 0; k + i < N; ++k) {
         const double cik = coefficient.c[i][k];
         values.col(k) += cik * transforms.col(k);
         values.col(N + k) += std::abs(cik) * transforms.col(k);
         values.col(2 * N + k) += cik * (c * transforms.col(N + k) + transforms.col(2 * N + k));
-        values.col(3 * N + k) += i * cik * transforms.col(N + k);
+        values.col(3 * N + k) += i * cik * scaled_transforms.col(k);
         if (two_bases)
           for (int d = 0; d <= k; ++d) values.col(4 * N + k) += cik * beta[d] * transforms.col(k - d);
       }
@@ -474,6 +492,8 @@ class LaplaceInterpolation {
     }
 
     d1_.resize(slots());
+    exact_.assign(slots(), 0);
+    exact_slots_.clear();
     // Per lane: accepted mass and the two bounds, summed over the slots (padding slots add 0: q = 0).
     double accepted_lanes[kLanes] = {}, gradient_bound_lanes[kLanes] = {}, accepted_bound_lanes[kLanes] = {};
     const double* __restrict xs = xs_.data();
@@ -524,12 +544,14 @@ class LaplaceInterpolation {
           }
         }
         double first[kLanes], curvature[kLanes];
+        bool cancelled[kLanes];
 #pragma omp simd
         for (int l = 0; l < kLanes; ++l) {
           const double x = xs[slot0 + l], scale = n_factorial * x, envelope = n_factorial * std::max(x, low);
           first[l] = scale * g[l];
           d1s[slot0 + l] = scale * d1[l];
-          curvature[l] = std::max(0.0, scale * (d1[l] + x * d2[l]));
+          curvature[l] = scale * (d1[l] + d2[l]);
+          cancelled[l] = std::abs(d1[l] + d2[l]) < kCancellation * (std::abs(d1[l]) + std::abs(d2[l]));
           accepted_lanes[l] += scale * a[l];
           gradient_bound_lanes[l] += envelope * g_bound[l];
           accepted_bound_lanes[l] += envelope * a_bound[l];
@@ -538,7 +560,11 @@ class LaplaceInterpolation {
           const int u = order_[slot0 + l];
           if (u < 0) continue;
           gradient[u] += first[l];
-          diagonal[u] += curvature[l];
+          exact_[slot0 + l] = cancelled[l];
+          if (cancelled[l])
+            exact_slots_.push_back(slot0 + l);
+          else
+            diagonal[u] += curvature[l];
         }
       });
     };
@@ -546,6 +572,9 @@ class LaplaceInterpolation {
       pass(std::integral_constant<int, 2 * N>{});
     else
       pass(std::integral_constant<int, N>{});
+    exact_diagonal_.resize(exact_slots_.size());
+    for (std::size_t e = 0; e < exact_slots_.size(); ++e)
+      diagonal[order_[exact_slots_[e]]] += exact_diagonal_[e] = exact_terms<N>(exact_slots_[e], nullptr, 0.0);
     double accepted = 0.0, gradient_bound = 0.0, accepted_bound = 0.0;
     for (int l = 0; l < kLanes; ++l)
       accepted += accepted_lanes[l], gradient_bound += gradient_bound_lanes[l], accepted_bound += accepted_bound_lanes[l];
@@ -561,7 +590,7 @@ class LaplaceInterpolation {
     double n_factorial = 1.0;
     for (int d = 2; d <= N; ++d) n_factorial *= d;
     const int points = static_cast<int>(points_.size());
-    // Moments of v q^k x (k = 1..N-1): the sums of LaplaceSums::hessian_times.
+    // Moments of v q^k (k = 1..N-1), at t X e^{-i t X}: the sums R of LaplaceSums::hessian_times.
     constexpr int F = N - 1;
     Matrix moments;
     std::vector<double>& coefficient_rows = scratch;  // the caller's working rows
@@ -569,9 +598,9 @@ class LaplaceInterpolation {
         [&](int s0, int count, auto& w) {
           const double* __restrict qs = qs_.data() + s0;
           double* __restrict first = w.col(0).data();
-          for (int c = 0; c < count; ++c) {  // v q x (0 in padding slots)
+          for (int c = 0; c < count; ++c) {  // v q (0 in padding slots)
             const int u = order_[s0 + c];
-            first[c] = u < 0 ? 0.0 : v[u] * xs_[s0 + c] * qs[c];
+            first[c] = u < 0 ? 0.0 : v[u] * qs[c];
           }
           for (int f = 1; f < F; ++f) {
             const double* __restrict lower = w.col(f - 1).data();
@@ -584,11 +613,13 @@ class LaplaceInterpolation {
     Matrix measures(nodes_, N);
     measures.setZero();
     std::vector<Matrix> sums(N);
-    for (int i = 1; i < N; ++i) sums[i - 1].noalias() = exponentials_[i - 1] * moments;
+    for (int i = 1; i < N; ++i) sums[i - 1].noalias() = scaled_[i - 1] * moments;
+    std::vector<double> node_sums(exact_slots_.empty() ? 0 : static_cast<std::size_t>(nodes_) * (N + 1), 0.0);
     for (int j = 0; j < nodes_; ++j) {
-      double R[N] = {};
+      double R[N + 1] = {};
       for (int k = 1; k < N; ++k)
-        for (int i = 1; i <= k; ++i) R[k] += t_[j] * coefficient.s[k][i] * sums[i - 1](j, k - 1);
+        for (int i = 1; i <= k; ++i) R[k] += coefficient.s[k][i] * sums[i - 1](j, k - 1);
+      if (!node_sums.empty()) std::copy(R, R + N + 1, &node_sums[static_cast<std::size_t>(j) * (N + 1)]);
       const double* K = &K_[static_cast<std::size_t>(j) * (N + 1)];
       for (int k = 1; k < N; ++k) {
         double KR = 0.0;
@@ -614,9 +645,50 @@ class LaplaceInterpolation {
         for (int l = 0; l < kLanes; ++l) power[l] *= qs_[s0 + l], h[l] += power[l] * value[k][l];
       for (int l = 0; l < kLanes; ++l) {
         const int u = order_[s0 + l];
-        if (u >= 0) out[u] += v[u] * d1_[s0 + l] - n_factorial * xs_[s0 + l] * h[l];
+        if (u >= 0 && !exact_[s0 + l]) out[u] += v[u] * d1_[s0 + l] - n_factorial * xs_[s0 + l] * h[l];
       }
     });
+    for (std::size_t e = 0; e < exact_slots_.size(); ++e) {  // per node instead
+      const int slot = exact_slots_[e], u = order_[slot];
+      out[u] += v[u] * exact_diagonal_[e] - exact_terms<N>(slot, node_sums.data(), v[u]);
+    }
+  }
+
+  // One variable's Hessian terms by LaplaceSums' per-node formulas, for the slots whose
+  // interpolated diagonal cancelled (a variable dominating its terms: its diagonal, and its rows
+  // of the products, are small differences of large interpolated parts). With the product's
+  // per-node sums R (degrees 1..N-1, [node][N + 1]) and v at the slot it returns
+  // sum_j share_j H_j(R + the slot's own term), else the Hessian diagonal.
+  template <int N>
+  double exact_terms(int slot, const double* sums, double v) const {
+    const double x = xs_[slot], q = qs_[slot];
+    double powers[N + 1], n_factorial = 1.0;  // q^d / d!
+    powers[0] = 1.0;
+    for (int d = 1; d <= N; ++d) powers[d] = powers[d - 1] * q / d, n_factorial *= d;
+    double total = 0.0;
+    for (int j = 0; j < nodes_; ++j) {
+      const double t = t_[j], r = t * x, z = r < kExpLimit ? exp_negative(r) : 0.0;
+      const double* K = &K_[static_cast<std::size_t>(j) * (N + 1)];
+      const double* S = sums ? sums + static_cast<std::size_t>(j) * (N + 1) : &S_[static_cast<std::size_t>(j) * (N + 1)];
+      double phi[N + 1], M[N], inverse[N], E[N];
+      phi[0] = 0.0;
+      for (int d = 1; d <= N; ++d) phi[d] = z * powers[d];
+      divide_by_factor<N>(phi, K, M);
+      divide_by_factor<N>(phi, nullptr, inverse);
+      const double own = sums ? r * v : r;  // the slot's own term, taken out of S (or R)
+      E[0] = 0.0;
+      for (int k = 1; k < N; ++k) E[k] = S[k] + own * inverse[k];
+      double G = 0.0, H = 0.0;
+      for (int d = 1; d <= N; ++d) {
+        G += powers[d] * M[N - d];
+        double F = 0.0;
+        for (int i = 1; i <= N - d; ++i) F += E[i] * M[N - d - i];
+        H += powers[d] * F;
+      }
+      const double share = weight_[j] * n_factorial * x * z;  // h e^{-tc} N! t x e^{-tx}
+      total += share * (sums ? H : t * c_ * G + H);
+    }
+    return total;
   }
 
   int slots() const { return start_.back(); }
@@ -629,8 +701,13 @@ class LaplaceInterpolation {
   std::vector<int> piece_, count_, start_, fill_, order_;
   double point_low_ = 1.0, point_high_ = 1.0;
   // The nodes in t and what products reuse: t_j, h t_j e^{-t_j c}, K per node, e^{-i t_j X}.
-  std::vector<double> t_, weight_, K_;
-  std::vector<Matrix> exponentials_;
+  std::vector<double> t_, weight_, K_, S_;
+  std::vector<Matrix> exponentials_, scaled_;
+  // Slots whose diagonal cancelled (summed per node: exact_terms), flagged per slot, and their
+  // exact diagonal.
+  std::vector<int> exact_slots_;
+  std::vector<char> exact_;
+  std::vector<double> exact_diagonal_;
   std::vector<double> coefficients_, curvature_coefficients_;  // [piece][function][term]
   std::vector<double> d1_;  // per slot, N! x sum_k q^{N-k} D1_k: the products' v_l part
   double gradient_error_ = 0.0;
