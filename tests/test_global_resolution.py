@@ -304,7 +304,9 @@ def test_interpolated_pair_sums_match_the_enumerated_ones(seed):
     rng = np.random.default_rng(seed)
     case = pair_instance(seed, int(rng.integers(200, 3001)))
     for tau in (1e-3, 1e-4):
-        fast, direct = CorePlan(case, tau), CorePlan(case, tau, max_terms=1e7, interpolation=False)
+        # Pair interpolation only: from 2000 tokens the grid sums them where it pays (tested above).
+        fast = CorePlan(case, tau, grid="never")
+        direct = CorePlan(case, tau, max_terms=1e7, interpolation=False)
         for name in ("outer", "inner"):
             a, b = fast.diagnostics[name], direct.diagnostics[name]
             assert not b["interpolated"] and a["within_budget"] and b["within_budget"]
@@ -363,7 +365,9 @@ def test_summed_terms_match_enumeration_at_the_same_point(seed):
     assert np.abs(fast["gradient"] - exact["gradient"]).sum() <= fast["gradient_error"] + 1e-14
     # Differences of positive sums, each within about 2e-10 relative (LaplaceSums::relative_error(2));
     # LaplaceSums' Hessian-vector products take every other node, about 1e-4 relative.
-    for key, tolerance in (("diagonal", 1e-9), ("hessian_times", 1e-3 if fast["laplace"] else 1e-9)):
+    # On the grid (from about 100 variables at span 0), the Hessian takes 8 Chebyshev terms: 1e-5.
+    for key, tolerance in (("diagonal", 1e-5 if fast["grid"] else 1e-9),
+                           ("hessian_times", 1e-3 if fast["laplace"] else 1e-9)):
         np.testing.assert_allclose(fast[key], exact[key], rtol=tolerance, atol=tolerance * np.abs(exact[key]).max())
     assert abs(fast["accepted"] - exact["accepted"]) <= fast["gradient_error"] + 1e-14  # same sums, other weights
 
@@ -489,7 +493,7 @@ def test_laplace_sums_against_enumeration(seed):
 
 def test_interpolated_terms_do_not_count_against_the_work_budget():
     """A flat full vocabulary of 3000 tokens at n = 2 (|T| ~ 2950): 4.4 million pairs, far over
-    max_terms = 1e5, are summed by interpolation; the plan is the one that enumerates them."""
+    max_terms = 1e5, are summed (on the grid); the plan is the one that enumerates them."""
     from multidraft.bench.distributions import make_pairs
     p, q = make_pairs("flat", V=3000, k=3000, count=1, seed=3)
     case = Case("flat-full-vocabulary-3000", p[0], q[0], 2)
@@ -498,7 +502,9 @@ def test_interpolated_terms_do_not_count_against_the_work_budget():
     assert fast.success and direct.success
     assert fast.diagnostics["inner"]["interpolated"] and fast.diagnostics["inner"]["truncation_size"] > 2000
     assert all(fast.diagnostics[s]["within_budget"] for s in ("outer", "inner"))
-    assert fast.alpha == pytest.approx(direct.alpha, abs=1e-11)
+    # Summed on the grid (|T| > 2000), whose Newton iterates take a coarse rule: another path to
+    # the same stopping threshold.
+    assert fast.alpha == pytest.approx(direct.alpha, abs=1e-9)
     assert abs(fast.alpha - fast.alpha_star) <= 10 * 1e-4
 
 
