@@ -99,6 +99,7 @@ class LaplaceInterpolation {
 
  private:
   static constexpr int kLanes = 8;   // slots of a piece's range are padded to a multiple of this
+  static constexpr int kSortLanes = 4;  // counters per piece while placing the variables
   static constexpr int kChunk = 256;  // slots per anterpolation / interpolation product
   static constexpr int kCurvatureTerms = 8;  // Chebyshev terms of the Hessian diagonal's functions
   // An interpolated diagonal |D1 + x D2| below this fraction of |D1| + |x D2| lost too many digits
@@ -163,36 +164,46 @@ class LaplaceInterpolation {
     int* __restrict piece = piece_.data();
 #pragma omp simd
     for (int u = 0; u < m; ++u) piece[u] = std::min(static_cast<int>((logs[u] + offset) * inverse_width), pieces - 1);
-    count_.assign(pieces, 0);
-    for (int u = 0; u < m; ++u) ++count_[piece[u]];
+    // Counted and placed in kSortLanes interleaved lanes (variable u in lane u % kSortLanes): with
+    // one counter per piece, consecutive variables of a piece would each wait for the previous
+    // one's increment (as SortedPoints does).
+    count_.assign(static_cast<std::size_t>(pieces) * kSortLanes, 0);  // [piece][lane]
+    for (int u = 0; u < m; ++u) ++count_[piece[u] * kSortLanes + u % kSortLanes];
     centres_.clear();
     start_.assign(1, 0);
+    fill_.clear();  // each occupied (piece, lane)'s first slot
     std::vector<int> occupied_index(pieces, -1);
     for (int p = 0; p < pieces; ++p) {
-      if (count_[p] == 0) continue;
+      int count = 0;
+      for (int lane = 0; lane < kSortLanes; ++lane) fill_.push_back(start_.back() + count), count += count_[p * kSortLanes + lane];
+      if (count == 0) {
+        fill_.resize(fill_.size() - kSortLanes);
+        continue;
+      }
       occupied_index[p] = static_cast<int>(centres_.size());
       centres_.push_back(centre0 + 2.0 * kHalfWidth * p);
-      start_.push_back(start_.back() + (count_[p] + kLanes - 1) / kLanes * kLanes);
+      start_.push_back(start_.back() + (count + kLanes - 1) / kLanes * kLanes);
     }
     const int occupied = static_cast<int>(centres_.size()), slots = start_.back();
     // Each variable's local coordinate in its piece (in place of its log), then its slot.
 #pragma omp simd
     for (int u = 0; u < m; ++u)
       logs[u] = std::clamp((logs[u] - (centre0 + 2.0 * kHalfWidth * piece[u])) * (1.0 / kHalfWidth), -1.0, 1.0);
+    for (int u = 0; u < m; ++u) piece[u] = occupied_index[piece[u]] * kSortLanes + u % kSortLanes;
     order_.resize(slots);
     xi_.resize(slots);
     xs_.resize(slots);
     qs_.resize(slots);
-    fill_.assign(start_.begin(), start_.end() - 1);
     for (int u = 0; u < m; ++u) {
-      const int slot = fill_[occupied_index[piece[u]]]++;
+      const int slot = fill_[piece[u]]++;
       order_[slot] = u;
       xi_[slot] = logs[u];
       xs_[slot] = xv[u];
       qs_[slot] = q[u];
     }
     for (int o = 0; o < occupied; ++o)  // padding: no variable, q = 0
-      for (int slot = fill_[o]; slot < start_[o + 1]; ++slot) order_[slot] = -1, xi_[slot] = xs_[slot] = qs_[slot] = 0.0;
+      for (int slot = fill_[o * kSortLanes + kSortLanes - 1]; slot < start_[o + 1]; ++slot)
+        order_[slot] = -1, xi_[slot] = xs_[slot] = qs_[slot] = 0.0;
     // The points: x = e^{centre + W cos(pi (i + 1/2) / P)}.
     points_.resize(static_cast<std::size_t>(occupied) * P);
     for (int o = 0; o < occupied; ++o)
