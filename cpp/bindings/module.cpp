@@ -353,6 +353,14 @@ GlobalResolutionPlan* global_resolution_plan(const Doubles& p, const Doubles& q,
 // Switches that only tests turn, kept out of the public module: the grouped objective's
 // derivatives at a point, and Global Resolution plans with the implicit (unshifted) terms or the
 // interpolated sums turned off, to compare the fast paths with enumeration.
+// The test hooks' name for a GridUse.
+GridUse grid_use(const std::string& name) {
+  if (name == "never") return GridUse::kNever;
+  if (name == "always") return GridUse::kAlways;
+  if (name == "where_pays") return GridUse::kWherePays;
+  throw std::invalid_argument("'grid' must be 'never', 'where_pays' or 'always', got '" + name + "'");
+}
+
 void bind_testing(py::module_& m) {
   py::module_ t = m.def_submodule("_testing", "Test hooks of the multidraft core (not a public API)");
   // Gradient, Hessian diagonal, accepted mass and a Hessian-vector product of one grouped
@@ -361,7 +369,7 @@ void bind_testing(py::module_& m) {
   t.def(
       "objective_derivatives",
       [](const Doubles& q, int n, std::vector<double> bases, bool slack, const Doubles& a, const Doubles& v,
-         bool interpolation, double max_terms, bool coarse) {
+         bool interpolation, double max_terms, bool coarse, const std::string& grid) {
         const int size = static_cast<int>(q.shape(0));
         if (a.shape(0) != size || v.shape(0) != size) throw std::invalid_argument("'q', 'a' and 'v' must have one length");
         if (n < 1 || n > kMaxTermSize || bases.empty()) throw std::invalid_argument("bad 'n' or 'bases'");
@@ -372,6 +380,7 @@ void bind_testing(py::module_& m) {
           ConvexObjective objective;
           objective.slack = slack;
           objective.interpolation = interpolation;
+          objective.grid = grid_use(grid);
           if (!build_grouped_terms(std::vector<double>(q.data(), q.data() + size), n, bases, max_terms, objective))
             throw std::runtime_error("over the work budget");
           objective.target = Eigen::VectorXd::Zero(size);
@@ -388,10 +397,11 @@ void bind_testing(py::module_& m) {
         out["gradient_error"] = curvature.gradient_error;
         out["interpolated"] = curvature.interpolated;
         out["laplace"] = curvature.laplace;
+        out["grid"] = curvature.on_grid;
         return out;
       },
       py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
-      py::arg("interpolation"), py::arg("max_terms") = 1e12, py::arg("coarse") = false);
+      py::arg("interpolation"), py::arg("max_terms") = 1e12, py::arg("coarse") = false, py::arg("grid") = "where_pays");
 
   // positions_by_key (radix_sort.hpp) over given 64-bit keys, against a stable argsort in tests.
   t.def(
@@ -416,14 +426,14 @@ void bind_testing(py::module_& m) {
   t.def(
       "global_resolution_plan",
       [](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
-         bool paper_threshold, bool exact, double unshifted_limit, bool interpolation) {
-        const GlobalResolutionOptions options{tau,          max_iterations,  max_terms, paper_threshold,
-                                              unshifted_limit, interpolation, exact};
+         bool paper_threshold, bool exact, double unshifted_limit, bool interpolation, const std::string& grid) {
+        const GlobalResolutionOptions options{tau,           max_iterations, max_terms,      paper_threshold,
+                                              unshifted_limit, interpolation, exact, grid_use(grid)};
         return global_resolution_plan(p, q, n, options);
       },
       py::arg("p"), py::arg("q"), py::arg("n"), py::arg("tau"), py::arg("max_iterations"), py::arg("max_terms"),
       py::arg("paper_threshold"), py::arg("exact") = true, py::arg("unshifted_limit") = kUnshiftedLimit,
-      py::arg("interpolation") = true, py::return_value_policy::take_ownership);
+      py::arg("interpolation") = true, py::arg("grid") = "where_pays", py::return_value_policy::take_ownership);
 }
 
 }  // namespace

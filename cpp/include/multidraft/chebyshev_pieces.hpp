@@ -119,14 +119,15 @@ class ChebyshevPieces {
   // |e^u + s| >= (e^r + s) cos(theta / 2) (expand |e^u + s|^2), and F(e^r) <= F(e^{u_a})
   // e^{p (u_a - r)} (each term's ratio), while on the piece F >= F(e^{u_a}) e^{-2 p W}. Minimised
   // over rho; p 1e-12 more covers the points' coordinate error delta (p F delta: log_positive errs
-  // by a few ulps of |u| <= 350, under 1e-13).
-  static double relative_error(int p) {
+  // by a few ulps of |u| <= 350, under 1e-13). Other grids (laplace_interpolation.hpp) give their
+  // half-width and number of points.
+  static double relative_error(int p, double half_width = kHalfWidth, int points = kNodes) {
     double best = 1.0;
-    for (double rho = 1.01; rho < 20.0; rho += 0.01) {
-      const double theta = kHalfWidth * (rho - 1.0 / rho) / 2.0;
+    for (double rho = 1.01; rho < 40.0; rho += 0.01) {
+      const double theta = half_width * (rho - 1.0 / rho) / 2.0;
       if (theta >= 3.14159) break;
-      const double growth = p * kHalfWidth * ((rho + 1.0 / rho) / 2.0 + 1.0);
-      const double bound = 4.0 * std::pow(rho, 1 - kNodes) / (rho - 1.0) * std::exp(growth) /
+      const double growth = p * half_width * ((rho + 1.0 / rho) / 2.0 + 1.0);
+      const double bound = 4.0 * std::pow(rho, 1 - points) / (rho - 1.0) * std::exp(growth) /
                            std::pow(std::cos(theta / 2.0), p);
       best = std::min(best, bound);
     }

@@ -15,6 +15,7 @@
 
 #include "multidraft/draft_scheme.hpp"  // count_small_subsets, exponential_base
 #include "multidraft/full_subsets.hpp"
+#include "multidraft/laplace_interpolation.hpp"
 #include "multidraft/laplace_sums.hpp"
 #include "multidraft/pair_sums.hpp"
 
@@ -53,14 +54,17 @@ struct Curvature {
   double accepted = 0.0;
   std::vector<double> leaf_scratch;  // working row of the implicit pass (dense Hessian only)
   // The terms were summed, not enumerated: n = 2's implicit pairs by interpolation (pair_sums.hpp)
-  // or, with `laplace`, every term of any size (laplace_sums.hpp); then the gradient carries an
+  // or, with `laplace`, every term of any size (laplace_sums.hpp, or laplace_interpolation.hpp
+  // `on_grid`); then the gradient carries an
   // error of at most gradient_error in L1 norm.
   bool interpolated = false;
   bool laplace = false;
   bool coarse = false;  // laplace with LaplaceSums::kCoarse: gradient_error is that rule's, not certified rows
+  bool on_grid = false;  // laplace with the variables interpolated (grid_subsets, for many variables)
   SortedPoints sorted;
   PairSums pairs;
   LaplaceSums subsets;
+  LaplaceInterpolation grid_subsets;
   double gradient_error = 0.0;
   std::size_t explicit_terms = 0;  // the explicit terms evaluated (the rest were interpolated)
 };
@@ -73,6 +77,15 @@ constexpr double kUnshiftedLimit = 600.0;
 // to a spread of about 354 (measured: a peaked V = 32000, n = 2 solve reached a spread of 429,
 // and the pass's Hessian diagonal became NaN).
 constexpr double kOuterSpreadLimit = 300.0;
+// n = 2 takes Laplace sums on the grid (LaplaceInterpolation) rather than pair interpolation
+// (PairSums) from this many variables, where the grid pays: measured at full vocabulary (flat
+// V = 32000: 14 -> 5.6 ms per token); below, pair interpolation keeps the truncated plans' times.
+constexpr int kPairGridFrom = 2000;
+
+// When Laplace sums interpolate their variables on a grid (LaplaceInterpolation): where that pays
+// (the default), or, for tests, never (LaplaceSums alone) or always (on vocabularies small enough
+// to enumerate, n = 2 included).
+enum class GridUse { kNever, kWherePays, kAlways };
 
 struct ConvexObjective {
   GroupedTerms terms;      // explicit terms (those smaller than n when `full` is used)
@@ -82,6 +95,7 @@ struct ConvexObjective {
   double total_weight = 0.0;  // sum_U w_U (set with the terms; used by level_shift)
   double unshifted_limit = kUnshiftedLimit;  // lowered only by tests, to check the shifted path
   bool interpolation = true;  // PairSums / LaplaceSums when they pay (tests compare with enumeration)
+  GridUse grid = GridUse::kWherePays;  // LaplaceSums on the grid (tests: never, to compare; always, at small m)
   // Most terms a pass may enumerate (GlobalResolutionOptions::max_terms): the plan may hold more,
   // to be summed (PairSums, LaplaceSums); a point where they cannot be is refused.
   double enumeration_budget = std::numeric_limits<double>::infinity();
@@ -223,6 +237,11 @@ struct ConvexObjective {
     curvature.interpolated = how != Summation::kEnumerated;
     curvature.laplace = how == Summation::kLaplace;
     curvature.coarse = curvature.laplace && coarse;
+    curvature.on_grid =
+        curvature.laplace && (grid == GridUse::kAlways ||
+                              (grid == GridUse::kWherePays &&
+                               LaplaceInterpolation::pays(
+                                   m, std::log(curvature.power.maxCoeff() / curvature.power.minCoeff()), full.size)));
     if (!curvature.interpolated && full.count() + deferred_count() > enumeration_budget) return false;
     if (!curvature.interpolated && stored_deferred) {
       for (int size = 2; size < full.size; ++size) append_stored_terms(size);
@@ -269,6 +288,12 @@ struct ConvexObjective {
     }
     if (full.empty()) return true;
     const double constant = slack ? 1.0 : 0.0;
+    if (curvature.on_grid) {
+      curvature.accepted += curvature.grid_subsets.evaluate(power, full.mass, full.size, bases, constant, gradient,
+                                                            curvature.diagonal, coarse);
+      curvature.gradient_error = curvature.grid_subsets.gradient_error();
+      return true;
+    }
     if (curvature.laplace) {
       curvature.accepted += curvature.subsets.evaluate(power, full.mass, full.size, bases, constant, gradient,
                                                        curvature.diagonal, coarse);
@@ -299,18 +324,21 @@ struct ConvexObjective {
   }
 
   // How a pass sums the terms at x = e^a (|a| <= unshifted_limit): n = 2's implicit pairs by
-  // interpolation where it pays and |a| <= kFourReciprocalsLimit (x^2 and 1 / x^2 in range), else
-  // every term by LaplaceSums where that pays or enumerating would exceed the budget, else
-  // enumerated. Callers check that the Newton system is matrix-free.
+  // interpolation where it pays and |a| <= kFourReciprocalsLimit (x^2 and 1 / x^2 in range) and
+  // m < kPairGridFrom, else every term by LaplaceSums where that pays or enumerating would exceed
+  // the budget (on the grid, LaplaceInterpolation, where that pays: ConvexObjective::evaluate),
+  // else enumerated. Callers check that the Newton system is matrix-free.
   enum class Summation { kEnumerated, kPairInterpolation, kLaplace };
   Summation summation(const Eigen::VectorXd& power) const {
     if (!interpolation || full.empty()) return Summation::kEnumerated;
     const int m = terms.variables;
     const double constant = slack ? 1.0 : 0.0, high = power.maxCoeff(), low = power.minCoeff();
     if (full.size == 2 && high <= std::exp(kFourReciprocalsLimit) && low >= std::exp(-kFourReciprocalsLimit) &&
-        PairSums::pays(m, std::log((constant + high) / (constant + low))))
+        PairSums::pays(m, std::log((constant + high) / (constant + low))) && grid != GridUse::kAlways &&
+        !(grid == GridUse::kWherePays && m >= kPairGridFrom && LaplaceInterpolation::pays(m, std::log(high / low), 2)))
       return Summation::kPairInterpolation;
     if (!LaplaceSums::handles(full.size)) return Summation::kEnumerated;
+    if (grid == GridUse::kAlways) return Summation::kLaplace;
     const double log_ratio = std::log((constant + full.size * high) / (constant + low));
     if (full.count() + deferred_count() > enumeration_budget || LaplaceSums::pays(m, log_ratio, term_count()))
       return Summation::kLaplace;
@@ -331,6 +359,10 @@ struct ConvexObjective {
         const int u = terms.members[j];
         out[u] += w * curvature.share[j] * (v[u] - dot);
       }
+    }
+    if (curvature.on_grid) {
+      curvature.grid_subsets.hessian_times(v, out, scratch);
+      return;
     }
     if (curvature.laplace) {
       curvature.subsets.hessian_times(v, out, scratch);

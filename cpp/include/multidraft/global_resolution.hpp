@@ -56,6 +56,7 @@ struct GlobalResolutionOptions {
   double unshifted_limit = kUnshiftedLimit;  // see ConvexObjective; tests set 0 to force the shifted path
   bool interpolation = true;  // see ConvexObjective; tests turn it off to compare with enumeration
   bool exact = true;  // output correction (exactly lossless); false: the raw [GR] plan
+  GridUse grid = GridUse::kWherePays;  // see ConvexObjective; tests compare the summations
 };
 
 // Diagnostics of one convex system (outer or inner).
@@ -582,6 +583,7 @@ class GlobalResolutionPlan {
     objective.slack = slack;
     objective.unshifted_limit = options_.unshifted_limit;
     objective.interpolation = options_.interpolation;
+    objective.grid = options_.grid;
     double count, members;
     count_small_subsets(m, n_, count, members);
     report.terms = count;

@@ -1,0 +1,730 @@
+// LaplaceSums (laplace_sums.hpp) for many variables: the same quadrature in t, with the
+// per-variable work moved off the nodes. LaplaceSums visits every variable at every node
+// (O(nodes m) exponentials and series); here every quantity is a smooth function of one
+// variable's x, interpolated on a Chebyshev grid over log x, so a pass costs O(m P) for P
+// points per piece plus O(nodes x grid points) at the nodes (measured: flat V = 32000, n = 3,
+// where m ~ 31800 and the certified rule has ~110 nodes).
+//
+// With z_u = e^{-t x_u}, g_u(λ) = e^{q_u λ} - 1 and K(t) = e^{b λ} prod_u (1 + z_u g_u(λ))
+// (degrees 0..N), expanding 1 / (1 + z_l g_l) in powers of z_l in LaplaceSums' gradient gives
+//   gradient_l = N! x_l sum_k q_l^{N-k} Fhat_k(x_l),  Fhat_k(x) = sum_i c_ik F_ki(x),
+//   F_ki(x) = ∫ e^{-t c} K_k(t) e^{-(i+1) t x} dt,
+//   c_ik = (-1)^i i! sum_{e=i}^{N-k-1} S(e, i) / ((N-k-e)! e!)   (S: Stirling numbers, 2nd kind)
+// (the q_l-degree of each term is N - k). Each F_ki is a Stieltjes transform of a nonnegative
+// measure in x (sum over subsets W of w_W / (c + X_W + (i+1) x)), interpolated with a relative
+// error certified by ChebyshevPieces::relative_error; its values at the grid's points come from
+// the trapezoidal rule in log t, whose relative error LaplaceSums::relative_error bounds at each
+// point and which interpolation amplifies by at most Lambda e^{2W} (Lebesgue constant, and the
+// largest ratio of a Stieltjes transform's values across a piece of width 2W in log x).
+// K itself needs, per node, the sums over variables of log(1 + z_u g_u) by degree:
+//   L_k(t) = sum_i l_ki Psi_k(i t),  Psi_k(s) = sum_u q_u^k e^{-s x_u},  l_ki = (-1)^{i+1} (i-1)! S(k, i) / k!,
+// and e^{-s e^v} is entire in v = log x and bounded by 1 in |Im v| <= pi / 2 for every s >= 0: the
+// sums are anterpolated (each variable's weight spread over its piece's points by the
+// Chebyshev interpolant's weights) with an absolute error at most eps_a sum_u q_u^k, which
+// perturbs K by a computable relative amount (kept in the gradient's bound).
+// The Hessian's diagonal and products follow from the same expansion with the series S(t) of
+// LaplaceSums (x-weighted sums, interpolated alike): conjugate gradients need no certificate.
+// Not in [GR]: Appendix K enumerates the terms.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <type_traits>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "multidraft/chebyshev_pieces.hpp"  // log_positive, relative_error of Stieltjes interpolants
+#include "multidraft/laplace_sums.hpp"      // exp_negative, the trapezoidal rules and their errors
+
+namespace multidraft {
+
+class LaplaceInterpolation {
+ public:
+  static constexpr double kHalfWidth = 0.75;  // W, in units of log x
+  static constexpr int kCertifiedPoints = 20, kCoarsePoints = 12;
+  // The rules in t: 7.9e-13 (certified) and 3.3e-8 (coarse) relative, amplified by Lambda e^{2W}
+  // (13.3 and 11.8) through interpolation: far finer than LaplaceSums' (2.4e-11 and 5e-6), since
+  // a node costs O(grid points) here, not O(m).
+  static constexpr LaplaceSums::Rule kCertified{0.3, 1e-13, 38.0, 1};
+  static constexpr LaplaceSums::Rule kCoarse{0.45, 1e-8, 24.0, 1};
+
+  static bool handles(int n) { return LaplaceSums::handles(n); }
+  // Worth it against LaplaceSums, which visits m variables at each of its nodes (about 2 ns
+  // each); here about 60 ns per variable and 2 ns per (node, grid point, size) at the nodes
+  // (measured: n = 3 and 4 break even near m = 400).
+  static bool pays(int m, double log_spread, int n) {
+    const double nodes = LaplaceSums::nodes_for(log_spread, kCertified);
+    const double grid = (std::ceil(log_spread / (2.0 * kHalfWidth)) + 1.0) * kCertifiedPoints;
+    return 2.0 * LaplaceSums::nodes_for(log_spread) * m > 60.0 * m + 2.0 * n * nodes * grid;
+  }
+
+  // As LaplaceSums::evaluate: adds every term's gradient and Hessian diagonal at x = e^a and
+  // returns the accepted mass; gradient_error() bounds the L1 error of both.
+  double evaluate(const Eigen::VectorXd& x, const std::vector<double>& q, int n, const std::vector<double>& bases,
+                  double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, bool coarse = false) {
+    coarse_ = coarse;
+    switch (n) {
+      case 2: return coarse ? evaluate_sized<2, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
+                            : evaluate_sized<2, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+      case 3: return coarse ? evaluate_sized<3, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
+                            : evaluate_sized<3, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+      case 4: return coarse ? evaluate_sized<4, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
+                            : evaluate_sized<4, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+      case 5: return coarse ? evaluate_sized<5, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
+                            : evaluate_sized<5, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+      default: return coarse ? evaluate_sized<6, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
+                             : evaluate_sized<6, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+    }
+  }
+
+  // out += (the terms' Hessian) v at the point of the last evaluate. `scratch`: the caller's
+  // working rows (a plan's objects may be shared by threads).
+  void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
+    switch (n_) {
+      case 2: return coarse_ ? hessian_times_sized<2, kCoarsePoints>(v, out, scratch)
+                             : hessian_times_sized<2, kCertifiedPoints>(v, out, scratch);
+      case 3: return coarse_ ? hessian_times_sized<3, kCoarsePoints>(v, out, scratch)
+                             : hessian_times_sized<3, kCertifiedPoints>(v, out, scratch);
+      case 4: return coarse_ ? hessian_times_sized<4, kCoarsePoints>(v, out, scratch)
+                             : hessian_times_sized<4, kCertifiedPoints>(v, out, scratch);
+      case 5: return coarse_ ? hessian_times_sized<5, kCoarsePoints>(v, out, scratch)
+                             : hessian_times_sized<5, kCertifiedPoints>(v, out, scratch);
+      default: return coarse_ ? hessian_times_sized<6, kCoarsePoints>(v, out, scratch)
+                              : hessian_times_sized<6, kCertifiedPoints>(v, out, scratch);
+    }
+  }
+
+  double gradient_error() const { return gradient_error_; }
+
+ private:
+  static constexpr int kLanes = 8;   // slots of a piece's range are padded to a multiple of this
+  static constexpr int kSortLanes = 4;  // counters per piece while placing the variables
+  static constexpr int kChunk = 256;  // slots per anterpolation / interpolation product
+  static constexpr int kCurvatureTerms = 8;  // Chebyshev terms of the Hessian diagonal's functions
+  // An interpolated diagonal |D1 + x D2| below this fraction of |D1| + |x D2| lost too many digits
+  // (8 Chebyshev terms: about 1e-7 of each part): the variable's Hessian terms are summed per node.
+  static constexpr double kCancellation = 1e-2;
+  static constexpr double kExpLimit = 708.0;  // e^{-r} is taken as 0 beyond (exp_negative clamps there)
+  // Chebyshev coefficients below this are taken as 0: subnormal operands cost a hundred cycles
+  // each (measured: 4.4 ms instead of 0.25 for a certified pass over 32000 variables).
+  static constexpr double kNegligible = 1e-290;
+  using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+  // The expansion's coefficients for series length N (see the header comment).
+  struct Coefficients {
+    double c[7][7] = {};    // c[i][k]
+    double log[7][7] = {};  // l_ki as log[k][i]
+    double s[7][7] = {};    // s_ki = (-1)^{i+1} S(k, i) i! / k! as s[k][i]: S_k(t) = t sum_i s_ki Phi_k(i t)
+    double ratio[7][7] = {};  // ratio[k][e] = max_i |c_ik| / |c_{i,k-e}| (c_{i,k-e} != 0 wherever c_ik is)
+    explicit Coefficients(int N) {
+      double stirling[7][7] = {}, factorial[8] = {1.0};
+      for (int k = 1; k < 8; ++k) factorial[k] = factorial[k - 1] * k;
+      stirling[0][0] = 1.0;
+      for (int e = 1; e <= N; ++e)
+        for (int i = 1; i <= e; ++i) stirling[e][i] = i * stirling[e - 1][i] + stirling[e - 1][i - 1];
+      for (int k = 0; k < N; ++k)
+        for (int i = 0; i <= N - 1 - k; ++i) {
+          double sum = 0.0;
+          for (int e = i; e <= N - k - 1; ++e) sum += stirling[e][i] / (factorial[N - k - e] * factorial[e]);
+          c[i][k] = (i % 2 ? -1.0 : 1.0) * factorial[i] * sum;
+        }
+      for (int k = 0; k < N; ++k)
+        for (int e = 0; e <= k; ++e)
+          for (int i = 0; i <= N - 1 - k; ++i) ratio[k][e] = std::max(ratio[k][e], std::abs(c[i][k] / c[i][k - e]));
+      for (int k = 1; k <= N; ++k)
+        for (int i = 1; i <= k; ++i) {
+          const double sign = i % 2 ? 1.0 : -1.0;
+          log[k][i] = sign * factorial[i - 1] * stirling[k][i] / factorial[k];
+          s[k][i] = sign * stirling[k][i] * factorial[i] / factorial[k];
+        }
+    }
+  };
+
+  // The grid over v = log x: occupied pieces of width 2W, each variable in a slot of its
+  // piece's block range (ranges padded to whole blocks of kLanes; padding slots have q = 0).
+  template <int P>
+  void place(const Eigen::VectorXd& x, const std::vector<double>& q) {
+    const int m = static_cast<int>(x.size());
+    logs_.resize(m);
+    piece_.resize(m);
+    const double* __restrict xv = x.data();
+    double* __restrict logs = logs_.data();
+    double low = std::numeric_limits<double>::infinity(), high = -low;
+#pragma omp simd reduction(min : low) reduction(max : high)
+    for (int u = 0; u < m; ++u) {
+      logs[u] = log_positive(xv[u]);
+      low = std::min(low, logs[u]);
+      high = std::max(high, logs[u]);
+    }
+    const int pieces = std::max(1, static_cast<int>(std::ceil((high - low) / (2.0 * kHalfWidth))));
+    const double centre0 = 0.5 * (low + high) - (pieces - 1) * kHalfWidth;  // the grid centred on the points
+    // (log x - centre0 + W) / 2W >= 0: truncation is the floor.
+    const double offset = kHalfWidth - centre0, inverse_width = 0.5 / kHalfWidth;
+    int* __restrict piece = piece_.data();
+#pragma omp simd
+    for (int u = 0; u < m; ++u) piece[u] = std::min(static_cast<int>((logs[u] + offset) * inverse_width), pieces - 1);
+    // Counted and placed in kSortLanes interleaved lanes (variable u in lane u % kSortLanes): with
+    // one counter per piece, consecutive variables of a piece would each wait for the previous
+    // one's increment (as SortedPoints does).
+    count_.assign(static_cast<std::size_t>(pieces) * kSortLanes, 0);  // [piece][lane]
+    for (int u = 0; u < m; ++u) ++count_[piece[u] * kSortLanes + u % kSortLanes];
+    centres_.clear();
+    start_.assign(1, 0);
+    fill_.clear();  // each occupied (piece, lane)'s first slot
+    std::vector<int> occupied_index(pieces, -1);
+    for (int p = 0; p < pieces; ++p) {
+      int count = 0;
+      for (int lane = 0; lane < kSortLanes; ++lane) fill_.push_back(start_.back() + count), count += count_[p * kSortLanes + lane];
+      if (count == 0) {
+        fill_.resize(fill_.size() - kSortLanes);
+        continue;
+      }
+      occupied_index[p] = static_cast<int>(centres_.size());
+      centres_.push_back(centre0 + 2.0 * kHalfWidth * p);
+      start_.push_back(start_.back() + (count + kLanes - 1) / kLanes * kLanes);
+    }
+    const int occupied = static_cast<int>(centres_.size()), slots = start_.back();
+    // Each variable's local coordinate in its piece (in place of its log), then its slot.
+#pragma omp simd
+    for (int u = 0; u < m; ++u)
+      logs[u] = std::clamp((logs[u] - (centre0 + 2.0 * kHalfWidth * piece[u])) * (1.0 / kHalfWidth), -1.0, 1.0);
+    for (int u = 0; u < m; ++u) piece[u] = occupied_index[piece[u]] * kSortLanes + u % kSortLanes;
+    order_.resize(slots);
+    xi_.resize(slots);
+    xs_.resize(slots);
+    qs_.resize(slots);
+    for (int u = 0; u < m; ++u) {
+      const int slot = fill_[piece[u]]++;
+      order_[slot] = u;
+      xi_[slot] = logs[u];
+      xs_[slot] = xv[u];
+      qs_[slot] = q[u];
+    }
+    for (int o = 0; o < occupied; ++o)  // padding: no variable, q = 0
+      for (int slot = fill_[o * kSortLanes + kSortLanes - 1]; slot < start_[o + 1]; ++slot)
+        order_[slot] = -1, xi_[slot] = xs_[slot] = qs_[slot] = 0.0;
+    // The points: x = e^{centre + W cos(pi (i + 1/2) / P)}.
+    points_.resize(static_cast<std::size_t>(occupied) * P);
+    for (int o = 0; o < occupied; ++o)
+      for (int i = 0; i < P; ++i) points_[o * P + i] = std::exp(centres_[o] + kHalfWidth * std::cos(M_PI * (i + 0.5) / P));
+    point_low_ = std::exp(centres_.front() - kHalfWidth);
+    point_high_ = std::exp(centres_.back() + kHalfWidth);
+  }
+
+  // c_ji = (2 - [j = 0]) / P cos(pi j (i + 1/2) / P): values at the points -> Chebyshev coefficients.
+  template <int P>
+  static const Matrix& transform() {
+    static const Matrix instance = [] {
+      Matrix t(P, P);
+      for (int j = 0; j < P; ++j)
+        for (int i = 0; i < P; ++i) t(j, i) = (j == 0 ? 1.0 : 2.0) / P * std::cos(M_PI * j * (i + 0.5) / P);
+      return t;
+    }();
+    return instance;
+  }
+
+  // Calls body(o, s0, count, basis) for every chunk of at most kChunk slots of a piece, with
+  // basis (P x kChunk, row-major, count columns used): row p holds T_p(xi) at the chunk's slots.
+  // Anterpolation and interpolation are then matrix products on the chunk.
+  template <int P, class Body>
+  void for_each_chunk(Body&& body) const {
+    Matrix basis(P, kChunk);
+    const int occupied = static_cast<int>(centres_.size());
+    for (int o = 0; o < occupied; ++o)
+      for (int s0 = start_[o]; s0 < start_[o + 1]; s0 += kChunk) {
+        const int count = std::min(kChunk, start_[o + 1] - s0);
+        const double* __restrict xi = xi_.data() + s0;
+        double* __restrict row0 = basis.row(0).data();
+        double* __restrict row1 = basis.row(1).data();
+#pragma omp simd
+        for (int c = 0; c < count; ++c) row0[c] = 1.0, row1[c] = xi[c];
+        for (int p = 2; p < P; ++p) {
+          const double* __restrict before = basis.row(p - 2).data();
+          const double* __restrict last = basis.row(p - 1).data();
+          double* __restrict row = basis.row(p).data();
+#pragma omp simd
+          for (int c = 0; c < count; ++c) row[c] = 2.0 * xi[c] * last[c] - before[c];
+        }
+        body(o, s0, count, basis);
+      }
+  }
+
+  // Anterpolation: moments (points x F, row o P + i) of F weight columns given per chunk by
+  // weights(s0, count, w) (w: kChunk x F, column f over the chunk's slots), such that
+  // sum_u w_f(u) phi(x_u) ~ sum_i moments(i, f) phi(X_i) for any phi smooth on each piece.
+  template <int P, int F, class Weights>
+  void anterpolate(Weights&& weights, Matrix& moments) const {
+    const int occupied = static_cast<int>(centres_.size());
+    Eigen::Matrix<double, P, F> chebyshev;  // sum_u w_f(u) T_p(xi_u) over one piece
+    Eigen::Matrix<double, Eigen::Dynamic, F> w(kChunk, F);
+    moments.setZero(occupied * P, F);
+    int piece = -1;
+    auto flush = [&] {
+      if (piece >= 0) moments.middleRows(piece * P, P).noalias() = transform<P>().transpose() * chebyshev;
+    };
+    for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
+      if (o != piece) flush(), piece = o, chebyshev.setZero();
+      weights(s0, count, w);
+      for (int p = 0; p < P; ++p) {  // dot products over the chunk (a matrix product pays its set-up per chunk)
+        const double* __restrict row = basis.row(p).data();
+        for (int f = 0; f < F; ++f) {
+          const double* __restrict column = w.col(f).data();
+          double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+          for (int c = 0; c < count; ++c) sum += row[c] * column[c];
+          chebyshev(p, f) += sum;
+        }
+      }
+    });
+    flush();
+  }
+
+  // Calls body(o, s0) for every block of kLanes slots (piece o).
+  template <class Body>
+  void for_each_block(Body&& body) const {
+    const int occupied = static_cast<int>(centres_.size());
+    for (int o = 0; o < occupied; ++o)
+      for (int s0 = start_[o]; s0 < start_[o + 1]; s0 += kLanes) body(o, s0);
+  }
+
+  // value[g][lane] = sum_{p < Terms} coefficient[g P + p] T_p(xi[lane]), the recurrence
+  // T_p = 2 xi T_{p-1} - T_{p-2} run alongside (every value stays in registers).
+  template <int P, int Terms, int G>
+  [[gnu::always_inline]] static void interpolate_lanes(const double* __restrict coefficient,
+                                                      const double* __restrict xi, double (&value)[G][kLanes]) {
+    double before[kLanes], last[kLanes];
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) before[l] = 1.0, last[l] = xi[l];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g)
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) value[g][l] = coefficient[g * P] + coefficient[g * P + 1] * xi[l];
+#pragma GCC unroll 4
+    for (int p = 2; p < Terms; ++p) {
+      double next[kLanes];
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) next[l] = 2.0 * xi[l] * last[l] - before[l], before[l] = last[l], last[l] = next[l];
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g)
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) value[g][l] += coefficient[g * P + p] * next[l];
+    }
+  }
+
+  // Chebyshev coefficients [o][g][p] of G functions given by their values (points x G).
+  template <int P, class Values>
+  void coefficients(const Values& values, std::vector<double>& out) const {
+    const int occupied = static_cast<int>(centres_.size()), G = static_cast<int>(values.cols());
+    out.resize(static_cast<std::size_t>(occupied) * G * P);
+    const Matrix& t = transform<P>();
+    for (int o = 0; o < occupied; ++o)
+      for (int g = 0; g < G; ++g)
+        for (int p = 0; p < P; ++p) {
+          double sum = 0.0;
+          for (int i = 0; i < P; ++i) sum += t(p, i) * values(o * P + i, g);
+          out[(static_cast<std::size_t>(o) * G + g) * P + p] = std::abs(sum) < kNegligible ? 0.0 : sum;
+        }
+  }
+
+  // exponentials_[i - 1](j, point) = e^{-i t_j X_point} and scaled_[i - 1](j, point) = t_j X_point
+  // e^{-i t_j X_point} (at most 1 / (e i): the t-weighted sums in this form never overflow, where
+  // t_j alone reaches 1e175 for x = e^-400), i = 1..N.
+  template <int N>
+  void tabulate_exponentials() {
+    const int points = static_cast<int>(points_.size());
+    exponentials_.resize(N);
+    scaled_.resize(N);
+    for (int i = 1; i <= N; ++i) {
+      Matrix& e = exponentials_[i - 1];
+      Matrix& scaled = scaled_[i - 1];
+      e.resize(nodes_, points);
+      scaled.resize(nodes_, points);
+      for (int j = 0; j < nodes_; ++j) {
+        const double t = t_[j];
+        double* __restrict row = e.row(j).data();
+        double* __restrict scaled_row = scaled.row(j).data();
+        const double* __restrict xs = points_.data();
+#pragma omp simd
+        for (int a = 0; a < points; ++a) {
+          const double r = t * xs[a];
+          row[a] = i * r < kExpLimit ? exp_negative(i * r) : 0.0;  // t reaches 1e175: no clamped e^-708 times t
+          scaled_row[a] = r * row[a];
+        }
+      }
+    }
+  }
+
+  template <int N>
+  static void series_exp(const double (&A)[N + 1], double (&K)[N + 1]) {
+    K[0] = 1.0;
+    for (int k = 1; k <= N; ++k) {
+      double acc = 0.0;
+      for (int i = 1; i <= k; ++i) acc += i * A[i] * K[k - i];
+      K[k] = acc / k;
+    }
+  }
+
+  template <int N, int P>
+  double evaluate_sized(const Eigen::VectorXd& x, const std::vector<double>& q, const std::vector<double>& bases,
+                        double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
+    static const Coefficients coefficient(N);
+    constexpr const LaplaceSums::Rule& rule = P == kCoarsePoints ? kCoarse : kCertified;  // coarse_ chose P
+    n_ = N, c_ = c;
+    place<P>(x, q);
+    const int points = static_cast<int>(points_.size());
+    double n_factorial = 1.0;
+    for (int d = 2; d <= N; ++d) n_factorial *= d;
+
+    // Moments of q^k (k = 1..N): Psi_k(s) = sum_u q_u^k e^{-s x_u} ~ sum_i moments(i, k - 1) e^{-s X_i}.
+    // S needs t Phi_k(i t) = sum_u q_u^k t x_u e^{-i t x_u}, from the same moments at t X_i e^{-i t X_i}
+    // (the interpolant's derivative in s; S only enters the Hessian, which needs no certificate).
+    constexpr int F = N;
+    Matrix moments;
+    double mass[N + 1] = {};  // sum_u q_u^k
+    for (double qs : qs_) {
+      double power = 1.0;
+      for (int k = 1; k <= N; ++k) mass[k] += power *= qs;
+    }
+    anterpolate<P, F>(
+        [&](int s0, int count, auto& w) {
+          const double* __restrict qs = qs_.data() + s0;
+          double* __restrict first = w.col(0).data();
+#pragma omp simd
+          for (int c = 0; c < count; ++c) first[c] = qs[c];
+          for (int k = 2; k <= N; ++k) {
+            const double* __restrict lower = w.col(k - 2).data();
+            double* __restrict column = w.col(k - 1).data();
+#pragma omp simd
+            for (int c = 0; c < count; ++c) column[c] = lower[c] * qs[c];
+          }
+        },
+        moments);
+
+    // The nodes in t cover every s = c + X_W + (i + 1) x of the grid's points (X_W <= (N - 1) x).
+    const double s_min = c + point_low_, s_max = c + N * point_high_;
+    nodes_ = LaplaceSums::nodes_for(std::log(s_max / s_min), rule);
+    const double u0 = std::log(rule.low_tail / s_max);
+    t_.resize(nodes_);
+    for (int j = 0; j < nodes_; ++j) t_[j] = std::exp(u0 + j * rule.step);
+    tabulate_exponentials<N>();
+
+    // Per node: K (degrees 0..N), S (1..N-1); the columns of the measures on t whose transforms
+    // at (i + 1) x are interpolated: h t e^{-tc} K_k, the same times t (with c > 0 only: bounded by
+    // e^{-tc} there), and h t e^{-tc} (K S)_k.
+    std::vector<Matrix> sums(N), scaled_sums(N);  // Psi_k(i t_j) and t_j Phi_k(i t_j) by [i - 1](j, k - 1)
+    for (int i = 1; i <= N; ++i) {
+      sums[i - 1].noalias() = exponentials_[i - 1] * moments;
+      scaled_sums[i - 1].noalias() = scaled_[i - 1] * moments;
+    }
+    K_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
+    S_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
+    weight_.resize(nodes_);
+    Matrix measures(nodes_, 3 * N);
+    measures.setZero();
+    for (int j = 0; j < nodes_; ++j) {
+      const double t = t_[j];
+      double A[N + 1] = {}, S[N + 1] = {}, K[N + 1];
+      for (int k = 1; k <= N; ++k)
+        for (int i = 1; i <= k; ++i) A[k] += coefficient.log[k][i] * sums[i - 1](j, k - 1);
+      for (int k = 1; k < N; ++k)
+        for (int i = 1; i <= k; ++i) S[k] += coefficient.s[k][i] * scaled_sums[i - 1](j, k - 1);
+      A[1] += bases[0];
+      series_exp<N>(A, K);
+      std::copy(K, K + N + 1, &K_[static_cast<std::size_t>(j) * (N + 1)]);
+      std::copy(S, S + N + 1, &S_[static_cast<std::size_t>(j) * (N + 1)]);
+      weight_[j] = rule.step * t * std::exp(-t * c);  // h t e^{-tc}: dt = t du
+      for (int k = 0; k < N; ++k) {
+        double KS = 0.0;
+        for (int d = 1; d <= k; ++d) KS += S[d] * K[k - d];
+        measures(j, k) = weight_[j] * K[k];
+        measures(j, N + k) = c > 0.0 ? weight_[j] * t * K[k] : 0.0;
+        measures(j, 2 * N + k) = weight_[j] * KS;
+      }
+    }
+    // The accepted mass's base: K' = e^{(b1 - b0) λ} K, beta_d = (b1 - b0)^d / d!.
+    double beta[N + 1];
+    beta[0] = 1.0;
+    for (int d = 1; d <= N; ++d) beta[d] = beta[d - 1] * ((bases.size() > 1 ? bases[1] : bases[0]) - bases[0]) / d;
+    const bool two_bases = beta[1] != 0.0;
+    // The interpolated functions' values at the points (k = 0..N-1): Fhat_k, Fabs_k =
+    // sum_i |c_ik| F_ki (the error bound's), D1_k, x D2_k (the diagonal's) and, with two bases,
+    // Ahat_k = sum_i c_ik sum_d beta_d F_{k-d,i} (the accepted mass's).
+    Matrix values(points, two_bases ? 5 * N : 4 * N);
+    values.setZero();
+    for (int i = 0; i < N; ++i) {
+      const Matrix transforms = exponentials_[i].transpose() * measures;  // at (i + 1) x
+      const Matrix scaled_transforms = scaled_[i].transpose() * measures.leftCols(N);  // x F_ki^t
+      for (int k = 0; k + i < N; ++k) {
+        const double cik = coefficient.c[i][k];
+        values.col(k) += cik * transforms.col(k);
+        values.col(N + k) += std::abs(cik) * transforms.col(k);
+        values.col(2 * N + k) += cik * (c * transforms.col(N + k) + transforms.col(2 * N + k));
+        values.col(3 * N + k) += i * cik * scaled_transforms.col(k);
+        if (two_bases)
+          for (int d = 0; d <= k; ++d) values.col(4 * N + k) += cik * beta[d] * transforms.col(k - d);
+      }
+    }
+    // Interpolated per slot: Fhat_k and, with two bases, Ahat_k with every Chebyshev term; the
+    // diagonal's D1_k, D2_k with the first kCurvatureTerms (the Hessian needs no certificate:
+    // the terms of these analytic functions decay like rho^-p, rho ~ 8 at W = 0.75, so 1e-7 of
+    // their size is left). Fabs only bounds errors, without interpolation: in a piece,
+    // Fabs(x) <= Fabs(X_low) max(1, X_low / x), X_low its lowest point (a Stieltjes transform
+    // decreases; x times it increases).
+    Matrix exact(points, two_bases ? 2 * N : N);
+    exact.leftCols(N) = values.leftCols(N);
+    if (two_bases) exact.rightCols(N) = values.rightCols(N);
+    coefficients<P>(exact, coefficients_);
+    coefficients<P>(values.middleCols(2 * N, 2 * N), curvature_coefficients_);
+
+    // Errors. Per function, the quadrature's at the points, amplified by interpolation
+    // (Lambda e^{2W}), plus the Stieltjes interpolant's own: interpolation_error relative to
+    // sum_i |c_ik| F_ki. The anterpolated sums perturb K_k by at most sum_{j >= 1} e_j K_{k-j},
+    // e = exp(eta) - 1 with eta_k = eps_a mass_k sum_i |l_ki|. Both are bounded through Fabs:
+    // sum_i |c_ik| F_{k-e,i} <= ratio_ke Fabs_{k-e}, ratio_ke = max_i |c_ik| / |c_{i,k-e}|.
+    static const double lebesgue = 2.0 / M_PI * std::log(P + 1.0) + 1.0;
+    static const double interpolation_error =
+        lebesgue * std::exp(2.0 * kHalfWidth) * LaplaceSums::relative_error(1, rule) +
+        ChebyshevPieces::relative_error(1, kHalfWidth, P);
+    static const double anterpolation_error = [] {  // 4 rho^{1-P} / (rho - 1), e^{-s e^v} <= 1 for |Im v| <= pi / 2
+      const double b = M_PI / (2.0 * kHalfWidth), rho = b + std::sqrt(1.0 + b * b);
+      return 4.0 * std::pow(rho, 1 - P) / (rho - 1.0) + 1e-15;
+    }();
+    double eta[N + 1] = {}, E[N + 1];
+    for (int k = 1; k <= N; ++k) {
+      double l1 = 0.0;
+      for (int i = 1; i <= k; ++i) l1 += std::abs(coefficient.log[k][i]);
+      eta[k] = anterpolation_error * mass[k] * l1;
+    }
+    series_exp<N>(eta, E);
+    E[0] = 0.0;
+    double gradient_gamma[N], accepted_gamma[N];  // bound_k = sum_e gamma_e ratio_ke Fabs_{k-e}
+    for (int e = 0; e < N; ++e) {
+      gradient_gamma[e] = (e == 0 ? interpolation_error : 0.0) + E[e];
+      accepted_gamma[e] = interpolation_error * std::abs(beta[e]);
+      for (int j = 1; j <= e; ++j) accepted_gamma[e] += std::abs(beta[e - j]) * E[j];
+    }
+
+    d1_.resize(slots());
+    exact_.assign(slots(), 0);
+    exact_slots_.clear();
+    // Per lane: accepted mass and the two bounds, summed over the slots (padding slots add 0: q = 0).
+    double accepted_lanes[kLanes] = {}, gradient_bound_lanes[kLanes] = {}, accepted_bound_lanes[kLanes] = {};
+    const double* __restrict xs = xs_.data();
+    const double* __restrict qs = qs_.data();
+    double* __restrict d1s = d1_.data();
+    auto pass = [&](auto functions) {
+      constexpr int GE = decltype(functions)::value;
+      constexpr int kAccepted = GE == 2 * N ? N : 0;  // Ahat's columns, or Fhat's with one base
+      constexpr int PC = std::min(P, kCurvatureTerms);
+      int piece = -1;
+      double low = 1.0, gradient_envelope[N], accepted_envelope[N];  // per piece: sum_e gamma_e ratio_ke Fabs_{k-e}(X_low)
+      for_each_block([&](int o, int slot0) {
+        if (o != piece) {
+          piece = o;
+          low = points_[o * P + P - 1];
+          for (int k = 0; k < N; ++k) {
+            gradient_envelope[k] = accepted_envelope[k] = 0.0;
+            for (int e = 0; e <= k; ++e) {
+              const double fabs = coefficient.ratio[k][e] * values(o * P + P - 1, N + k - e);
+              gradient_envelope[k] += gradient_gamma[e] * fabs;
+              accepted_envelope[k] += accepted_gamma[e] * fabs;
+            }
+          }
+        }
+        double value[GE][kLanes], curvature_value[2 * N][kLanes];
+        interpolate_lanes<P, P, GE>(&coefficients_[static_cast<std::size_t>(o) * GE * P], xi_.data() + slot0, value);
+        interpolate_lanes<P, PC, 2 * N>(&curvature_coefficients_[static_cast<std::size_t>(o) * 2 * N * P],
+                                        xi_.data() + slot0, curvature_value);
+        double power[kLanes], g[kLanes] = {}, a[kLanes] = {}, d1[kLanes] = {}, d2[kLanes] = {}, g_bound[kLanes] = {},
+                              a_bound[kLanes] = {};
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) power[l] = 1.0;
+        for (int k = N - 1; k >= 0; --k) {  // power = q^{N-k}
+          const double* __restrict fhat = value[k];
+          const double* __restrict ahat = value[kAccepted + k];
+          const double* __restrict first_part = curvature_value[k];
+          const double* __restrict own_part = curvature_value[N + k];
+          const double eg = gradient_envelope[k], ea = accepted_envelope[k];
+#pragma omp simd
+          for (int l = 0; l < kLanes; ++l) {
+            power[l] *= qs[slot0 + l];
+            g[l] += power[l] * fhat[l];
+            a[l] += power[l] * ahat[l];
+            d1[l] += power[l] * first_part[l];
+            d2[l] += power[l] * own_part[l];
+            g_bound[l] += power[l] * eg;
+            a_bound[l] += power[l] * ea;
+          }
+        }
+        double first[kLanes], curvature[kLanes];
+        bool cancelled[kLanes];
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) {
+          const double x = xs[slot0 + l], scale = n_factorial * x, envelope = n_factorial * std::max(x, low);
+          first[l] = scale * g[l];
+          d1s[slot0 + l] = scale * d1[l];
+          curvature[l] = scale * (d1[l] + d2[l]);
+          cancelled[l] = std::abs(d1[l] + d2[l]) < kCancellation * (std::abs(d1[l]) + std::abs(d2[l]));
+          accepted_lanes[l] += scale * a[l];
+          gradient_bound_lanes[l] += envelope * g_bound[l];
+          accepted_bound_lanes[l] += envelope * a_bound[l];
+        }
+        for (int l = 0; l < kLanes; ++l) {
+          const int u = order_[slot0 + l];
+          if (u < 0) continue;
+          gradient[u] += first[l];
+          exact_[slot0 + l] = cancelled[l];
+          if (cancelled[l])
+            exact_slots_.push_back(slot0 + l);
+          else
+            diagonal[u] += curvature[l];
+        }
+      });
+    };
+    if (two_bases)
+      pass(std::integral_constant<int, 2 * N>{});
+    else
+      pass(std::integral_constant<int, N>{});
+    exact_diagonal_.resize(exact_slots_.size());
+    for (std::size_t e = 0; e < exact_slots_.size(); ++e)
+      diagonal[order_[exact_slots_[e]]] += exact_diagonal_[e] = exact_terms<N>(exact_slots_[e], nullptr, 0.0);
+    double accepted = 0.0, gradient_bound = 0.0, accepted_bound = 0.0;
+    for (int l = 0; l < kLanes; ++l)
+      accepted += accepted_lanes[l], gradient_bound += gradient_bound_lanes[l], accepted_bound += accepted_bound_lanes[l];
+    // The bounds use interpolated Fabs, itself within interpolation_error + E_N of the true one.
+    gradient_error_ = std::max(gradient_bound, accepted_bound) / (1.0 - interpolation_error - E[N]);
+    return accepted;
+  }
+
+  template <int N, int P>
+  void hessian_times_sized(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
+    static const Coefficients coefficient(N);
+    if (N < 2) return;
+    double n_factorial = 1.0;
+    for (int d = 2; d <= N; ++d) n_factorial *= d;
+    const int points = static_cast<int>(points_.size());
+    // Moments of v q^k (k = 1..N-1), at t X e^{-i t X}: the sums R of LaplaceSums::hessian_times.
+    constexpr int F = N - 1;
+    Matrix moments;
+    std::vector<double>& coefficient_rows = scratch;  // the caller's working rows
+    anterpolate<P, F>(
+        [&](int s0, int count, auto& w) {
+          const double* __restrict qs = qs_.data() + s0;
+          double* __restrict first = w.col(0).data();
+          for (int c = 0; c < count; ++c) {  // v q (0 in padding slots)
+            const int u = order_[s0 + c];
+            first[c] = u < 0 ? 0.0 : v[u] * qs[c];
+          }
+          for (int f = 1; f < F; ++f) {
+            const double* __restrict lower = w.col(f - 1).data();
+            double* __restrict column = w.col(f).data();
+#pragma omp simd
+            for (int c = 0; c < count; ++c) column[c] = lower[c] * qs[c];
+          }
+        },
+        moments);
+    Matrix measures(nodes_, N);
+    measures.setZero();
+    std::vector<Matrix> sums(N);
+    for (int i = 1; i < N; ++i) sums[i - 1].noalias() = scaled_[i - 1] * moments;
+    std::vector<double> node_sums(exact_slots_.empty() ? 0 : static_cast<std::size_t>(nodes_) * (N + 1), 0.0);
+    for (int j = 0; j < nodes_; ++j) {
+      double R[N + 1] = {};
+      for (int k = 1; k < N; ++k)
+        for (int i = 1; i <= k; ++i) R[k] += coefficient.s[k][i] * sums[i - 1](j, k - 1);
+      if (!node_sums.empty()) std::copy(R, R + N + 1, &node_sums[static_cast<std::size_t>(j) * (N + 1)]);
+      const double* K = &K_[static_cast<std::size_t>(j) * (N + 1)];
+      for (int k = 1; k < N; ++k) {
+        double KR = 0.0;
+        for (int d = 1; d <= k; ++d) KR += R[d] * K[k - d];
+        measures(j, k) = weight_[j] * KR;
+      }
+    }
+    Matrix values(points, N);
+    values.setZero();
+    for (int i = 0; i + 1 < N; ++i) {
+      const Matrix transforms = exponentials_[i].transpose() * measures;
+      for (int k = 1; k + i < N; ++k) values.col(k) += coefficient.c[i][k] * transforms.col(k);
+    }
+    coefficients<P>(values, coefficient_rows);
+    constexpr int PC = std::min(P, kCurvatureTerms);  // products, like the diagonal, need no certificate
+    for_each_block([&](int o, int s0) {
+      double value[N][kLanes], power[kLanes], h[kLanes] = {};  // h = sum_k q^{N-k} Fhat^{K R}_k
+      interpolate_lanes<P, PC, N>(&coefficient_rows[static_cast<std::size_t>(o) * N * P], xi_.data() + s0, value);
+#pragma omp simd
+      for (int l = 0; l < kLanes; ++l) power[l] = 1.0;
+      for (int k = N - 1; k >= 1; --k)
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) power[l] *= qs_[s0 + l], h[l] += power[l] * value[k][l];
+      for (int l = 0; l < kLanes; ++l) {
+        const int u = order_[s0 + l];
+        if (u >= 0 && !exact_[s0 + l]) out[u] += v[u] * d1_[s0 + l] - n_factorial * xs_[s0 + l] * h[l];
+      }
+    });
+    for (std::size_t e = 0; e < exact_slots_.size(); ++e) {  // per node instead
+      const int slot = exact_slots_[e], u = order_[slot];
+      out[u] += v[u] * exact_diagonal_[e] - exact_terms<N>(slot, node_sums.data(), v[u]);
+    }
+  }
+
+  // One variable's Hessian terms by LaplaceSums' per-node formulas, for the slots whose
+  // interpolated diagonal cancelled (a variable dominating its terms: its diagonal, and its rows
+  // of the products, are small differences of large interpolated parts). With the product's
+  // per-node sums R (degrees 1..N-1, [node][N + 1]) and v at the slot it returns
+  // sum_j share_j H_j(R + the slot's own term), else the Hessian diagonal.
+  template <int N>
+  double exact_terms(int slot, const double* sums, double v) const {
+    const double x = xs_[slot], q = qs_[slot];
+    double powers[N + 1], n_factorial = 1.0;  // q^d / d!
+    powers[0] = 1.0;
+    for (int d = 1; d <= N; ++d) powers[d] = powers[d - 1] * q / d, n_factorial *= d;
+    double total = 0.0;
+    for (int j = 0; j < nodes_; ++j) {
+      const double t = t_[j], r = t * x, z = r < kExpLimit ? exp_negative(r) : 0.0;
+      const double* K = &K_[static_cast<std::size_t>(j) * (N + 1)];
+      const double* S = sums ? sums + static_cast<std::size_t>(j) * (N + 1) : &S_[static_cast<std::size_t>(j) * (N + 1)];
+      double phi[N + 1], M[N], inverse[N], E[N];
+      phi[0] = 0.0;
+      for (int d = 1; d <= N; ++d) phi[d] = z * powers[d];
+      divide_by_factor<N>(phi, K, M);
+      divide_by_factor<N>(phi, nullptr, inverse);
+      const double own = sums ? r * v : r;  // the slot's own term, taken out of S (or R)
+      E[0] = 0.0;
+      for (int k = 1; k < N; ++k) E[k] = S[k] + own * inverse[k];
+      double G = 0.0, H = 0.0;
+      for (int d = 1; d <= N; ++d) {
+        G += powers[d] * M[N - d];
+        double F = 0.0;
+        for (int i = 1; i <= N - d; ++i) F += E[i] * M[N - d - i];
+        H += powers[d] * F;
+      }
+      const double share = weight_[j] * n_factorial * x * z;  // h e^{-tc} N! t x e^{-tx}
+      total += share * (sums ? H : t * c_ * G + H);
+    }
+    return total;
+  }
+
+  int slots() const { return start_.back(); }
+
+  int n_ = 2, nodes_ = 0;
+  bool coarse_ = false;
+  double c_ = 0.0;
+  // The grid and the variables in slot order.
+  std::vector<double> logs_, centres_, points_, xi_, xs_, qs_;
+  std::vector<int> piece_, count_, start_, fill_, order_;
+  double point_low_ = 1.0, point_high_ = 1.0;
+  // The nodes in t and what products reuse: t_j, h t_j e^{-t_j c}, K per node, e^{-i t_j X}.
+  std::vector<double> t_, weight_, K_, S_;
+  std::vector<Matrix> exponentials_, scaled_;
+  // Slots whose diagonal cancelled (summed per node: exact_terms), flagged per slot, and their
+  // exact diagonal.
+  std::vector<int> exact_slots_;
+  std::vector<char> exact_;
+  std::vector<double> exact_diagonal_;
+  std::vector<double> coefficients_, curvature_coefficients_;  // [piece][function][term]
+  std::vector<double> d1_;  // per slot, N! x sum_k q^{N-k} D1_k: the products' v_l part
+  double gradient_error_ = 0.0;
+};
+
+}  // namespace multidraft
