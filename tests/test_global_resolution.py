@@ -515,9 +515,16 @@ def truncation_instances():
             q /= q.sum()
         tau = (1e-2, 1e-3, 1e-5)[k % 3]
         instances.append(pytest.param(p, q, n, tau, id=f"t{k}-V{V}-n{n}-tau{tau}"))
-    for k, conc in enumerate((0.02, 0.3)):  # over 4096 candidates in a system: the core sorts them all
+    # Over 4096 candidates in a system: the core narrows them to the lightest by buckets of
+    # their leading key bits, then sorts those. Most leave (peaked), a few hundred (nearly flat),
+    # ties on a few levels across the narrowing's cut, a tail 1e-15 light.
+    for k, conc in enumerate((0.02, 0.3, 50.0)):
         p, q = dirichlet(rng, 12000, conc), dirichlet(rng, 12000, conc)
-        instances.append(pytest.param(p, q, 2, 1e-3, id=f"large{k}-V12000-c{conc}"))
+        instances.append(pytest.param(p, q, 2 + k, 1e-3, id=f"large{k}-V12000-c{conc}"))
+    p, q = dirichlet(rng, 12000, 1.0), np.round(dirichlet(rng, 12000, 1.0) * 3e4) + 1.0
+    instances.append(pytest.param(p, q / q.sum(), 2, 1e-3, id="large-ties-V12000"))
+    q = np.concatenate([dirichlet(rng, 50, 1.0), np.full(11950, 1e-15)])
+    instances.append(pytest.param(dirichlet(rng, 12000, 1.0), q / q.sum(), 3, 1e-4, id="large-tail-V12000"))
     return instances
 
 

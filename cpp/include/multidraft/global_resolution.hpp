@@ -157,11 +157,16 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
 // block^n - (block - R)^n <= tau, block being the draft mass the error refers to. That is, all
 // entries but the most of the smallest (ties: later entries leave first) whose mass sum passes.
 // Only entries of mass at most R_cap, where the error reaches tau (closed form, enlarged by 1e-9
-// for rounding), can leave. Two regimes: a flat top-k draft keeps ~1000 tokens with hundreds below
-// R_cap, of which a handful leave: the kFewLeave lightest are selected, and the cut found among
-// them (the rest sorted only if they all leave); a peaked draft over a full vocabulary leaves tens
-// of thousands: every candidate is radix sorted. The cut is found by bisection over prefix sums (a
-// few transcendental calls, not one per entry), in place: no copy of the candidates.
+// for rounding), can leave. Three regimes: a flat top-k draft keeps ~1000 tokens with hundreds
+// below R_cap, of which a handful leave: the kFewLeave lightest are selected, and the cut found
+// among them (the rest sorted only if they all leave). Over a full vocabulary tens of thousands
+// are candidates: they are first narrowed to the lightest ones whose total mass passes R_cap (the
+// leaving entries are among them: any heavier entry follows all of them in the order, so the
+// prefix through it passes R_cap), found from mass sums per bucket of the leading key bits; those
+// are radix sorted. A peaked draft leaves most candidates, a flat one a few hundred of ~32000.
+// The cut is found by bisection over prefix sums (a few transcendental calls, not one per entry).
+// The prefix sums are those of the entries in leaving order, whichever path orders them: the same
+// numbers. Buffers are a per-thread workspace (two calls per plan, up to a vocabulary each).
 // Returns the kept entries by increasing j; `error` is the error of their leftover.
 template <class Mass>
 std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, double tau, double& error) {
@@ -179,7 +184,15 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
       return mass < other.mass || (mass == other.mass && j > other.j);
     }
   };
-  std::vector<Entry> candidates(count);  // by decreasing j
+  struct Workspace {
+    std::vector<Entry> candidates;
+    std::vector<double> prefix;
+    std::vector<int> order;
+    std::vector<char> leaves;
+  };
+  thread_local Workspace workspace;
+  std::vector<Entry>& candidates = workspace.candidates;  // by decreasing j
+  candidates.resize(count);
   int size = 0;  // written unconditionally: a branch per entry would be a coin flip
   for (int j = count - 1; j >= 0; --j) {
     const double x = mass(j);
@@ -187,12 +200,15 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
     size += x <= cap;
   }
   candidates.resize(size);
-  std::vector<char> leaves(count, 0);
+  std::vector<char>& leaves = workspace.leaves;
+  leaves.assign(count, 0);
   error = 0.0;
   // The leaving prefix of entries already in leaving order: leaving[0 .. k) leave, k the largest
   // with error_of(their mass) <= tau (the error grows with k), found by bisection on prefix sums.
   auto leave_prefix = [&](auto entry, int available) {
-    std::vector<double> prefix(available + 1, 0.0);
+    std::vector<double>& prefix = workspace.prefix;
+    prefix.resize(available + 1);
+    prefix[0] = 0.0;
     for (int k = 0; k < available; ++k) prefix[k + 1] = prefix[k] + entry(k).mass;
     int low = 0, high = available;  // error_of(prefix[0]) = 0 <= tau
     while (low < high) {
@@ -206,28 +222,52 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
     for (int k = 0; k < low; ++k) leaves[entry(k).j] = 1;
     return low;
   };
-  // Selection first where few are likely to leave (top-k drafts): the kFewLeave lightest in order,
-  // and when they all leave, every candidate by a comparison sort; full vocabularies (a peaked one
-  // leaves most of its ~30000 candidates) go straight to one radix sort, stable on the candidates'
-  // decreasing j.
   constexpr int kFewLeave = 16, kSelectUpTo = 4096;
   auto in_order = [&](int k) -> const Entry& { return candidates[k]; };
+  int leaving = 0;
   if (size > kSelectUpTo) {
-    const std::vector<int> order = positions_by_key(size, [&](int c) { return increasing_key(candidates[c].mass); });
-    leave_prefix([&](int k) -> const Entry& { return candidates[order[k]]; }, size);
+    // Buckets of the 11 leading varying bits of the masses' keys (increasing_key: the keys agree
+    // above them, so the buckets follow the leaving order); the narrowed candidates are the
+    // buckets up to the first whose cumulative mass passes R_cap by a margin (1e-6) far above
+    // the sums' rounding (size * 2^-53).
+    constexpr int kBucketBits = 11, kBuckets = 1 << kBucketBits;
+    std::uint64_t varying = 0;
+    const std::uint64_t first = increasing_key(candidates[0].mass);
+    for (const Entry& c : candidates) varying |= increasing_key(c.mass) ^ first;
+    int shift = 0;
+    while ((varying >> shift) >= static_cast<std::uint64_t>(kBuckets)) ++shift;
+    auto bucket = [&](const Entry& c) { return static_cast<int>((increasing_key(c.mass) >> shift) & (kBuckets - 1)); };
+    double bucket_mass[kBuckets] = {};
+    for (const Entry& c : candidates) bucket_mass[bucket(c)] += c.mass;
+    int last = kBuckets - 1;
+    double cumulative = 0.0;
+    for (int b = 0; b < kBuckets; ++b)
+      if ((cumulative += bucket_mass[b]) > cap * (1.0 + 1e-6)) {
+        last = b;
+        break;
+      }
+    int narrowed = 0;  // in place, in the candidates' order: the sort below stays the same stable sort
+    for (int c = 0; c < size; ++c) {
+      candidates[narrowed] = candidates[c];
+      narrowed += bucket(candidates[c]) <= last;
+    }
+    std::vector<int>& order = workspace.order;
+    positions_by_key(narrowed, [&](int c) { return increasing_key(candidates[c].mass); }, order);
+    leaving = leave_prefix([&](int k) -> const Entry& { return candidates[order[k]]; }, narrowed);
   } else if (size <= kFewLeave) {
     std::sort(candidates.begin(), candidates.end());
-    leave_prefix(in_order, size);
+    leaving = leave_prefix(in_order, size);
   } else {
     std::nth_element(candidates.begin(), candidates.begin() + (kFewLeave - 1), candidates.end());
     std::sort(candidates.begin(), candidates.begin() + kFewLeave);
-    if (leave_prefix(in_order, kFewLeave) == kFewLeave) {  // they all leave: order the rest too
+    leaving = leave_prefix(in_order, kFewLeave);
+    if (leaving == kFewLeave) {  // they all leave: order the rest too
       std::sort(candidates.begin() + kFewLeave, candidates.end());
-      leave_prefix(in_order, size);
+      leaving = leave_prefix(in_order, size);
     }
   }
   std::vector<int> kept;
-  kept.reserve(count);
+  kept.reserve(count - leaving);
   for (int j = 0; j < count; ++j)
     if (!leaves[j]) kept.push_back(j);
   return kept;
