@@ -312,10 +312,11 @@ class GlobalResolutionPlan {
                            n, options.tau, outer_.truncation_error);
     const int outer_size = static_cast<int>(outer_kept.size());
     outer_.threshold = 5.0 * options.tau - slack_threshold * outer_.truncation_error;
-    std::vector<int> outer_tokens(outer_size);
+    std::vector<int> outer_tokens(outer_size), outer_positions(outer_size);  // the latter in the support
     std::vector<double> outer_targets(outer_size);
     for (int k = 0; k < outer_size; ++k) {
       outer_tokens[k] = outer_order[outer_kept[k]];
+      outer_positions[k] = split.order_positions[split.h + outer_kept[k]];
       outer_targets[k] = split.outer_rows[outer_kept[k]];
     }
     const SystemSolution outer =
@@ -329,13 +330,15 @@ class GlobalResolutionPlan {
     support_class_.resize(split.support.size());  // kOuter / kInner; Z marked below
     for (std::size_t k = 0; k < split.order.size(); ++k)
       support_class_[split.order_positions[k]] = k < static_cast<std::size_t>(split.h) ? kInner : kOuter;
-    std::vector<int> inner_tokens;
+    std::vector<int> inner_tokens, inner_positions;  // the latter in the support
     inner_tokens.reserve(split.h);
+    inner_positions.reserve(split.h);
     double mass_Z = 0.0;
     for (int k = 0; k < split.h; ++k) {
       const int t = split.order[k];
       if (p[t] > 0.0) {
         inner_tokens.push_back(t);
+        inner_positions.push_back(split.order_positions[k]);
       } else {
         mass_Z += q[t];
         support_class_[split.order_positions[k]] = kZ;
@@ -349,8 +352,12 @@ class GlobalResolutionPlan {
       inner_.truncation_error = integer_power(mass_H, n);
     }
     const int inner_size = static_cast<int>(inner_kept.size());
-    for (int k = 0; k < inner_size; ++k) inner_tokens[k] = inner_tokens[inner_kept[k]];  // kept[k] >= k
+    for (int k = 0; k < inner_size; ++k) {  // kept[k] >= k
+      inner_tokens[k] = inner_tokens[inner_kept[k]];
+      inner_positions[k] = inner_positions[inner_kept[k]];
+    }
     inner_tokens.resize(inner_size);
+    inner_positions.resize(inner_size);
     inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
     std::vector<double> inner_targets(inner_size);
     double mass_T = 0.0;
@@ -364,11 +371,35 @@ class GlobalResolutionPlan {
     const SystemSolution inner = solve_system(
         inner_tokens, q, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets, true, inner_, &inner_acceptance);
 
-    truncated_.reserve(outer_size + inner_size);
+    // The solutions by support position (a per-thread workspace), read back in the support's
+    // increasing ids: truncated_ comes out sorted, and the exact plan's law r with it, without a sort.
+    struct BySupport {
+      std::vector<char> in_T;
+      std::vector<double> alpha, row;
+    };
+    thread_local BySupport at;
+    const std::size_t support_size = split.support.size();
+    at.in_T.assign(support_size, 0);
+    at.alpha.resize(support_size);
+    at.row.resize(support_size);
+    int truncated_size = 0;
+    auto place = [&](const std::vector<int>& positions, const SystemSolution& solution) {
+      for (std::size_t k = 0; k < positions.size(); ++k) {
+        at.in_T[positions[k]] = 1;
+        at.alpha[positions[k]] = solution.alpha[k];
+        if (solution.rows_known) at.row[positions[k]] = solution.rows[k];
+      }
+      truncated_size += static_cast<int>(positions.size());
+    };
+    auto read_truncated = [&] {
+      truncated_.reserve(truncated_size);
+      for (std::size_t i = 0; i < support_size; ++i)
+        if (at.in_T[i]) truncated_.push_back({split.support[i], at.alpha[i]});
+    };
     if (!options.exact) {
-      for (int k = 0; k < outer_size; ++k) truncated_.push_back({outer_tokens[k], outer.alpha[k], 0.0});
-      for (int k = 0; k < inner_size; ++k) truncated_.push_back({inner_tokens[k], inner.alpha[k], 0.0});
-      sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
+      place(outer_positions, outer);
+      place(inner_positions, inner);
+      read_truncated();
       rejection_law_ = std::move(split.law);
       support_ = std::move(split.support);
       alpha_ = std::clamp(integer_power(q_total, n) - integer_power(mass_H, n) + inner_acceptance, 0.0, 1.0);
@@ -376,15 +407,15 @@ class GlobalResolutionPlan {
     }
     // Exact plan: T is kept only where the rows are known; the candidate law r (see the header).
     double outer_T = 0.0, inner_T = 0.0;  // Q(T) of each kept system
-    auto keep = [&](const std::vector<int>& tokens, const SystemSolution& solution, double& mass) {
-      if (!solution.rows_known) return;
-      for (std::size_t k = 0; k < tokens.size(); ++k) {
-        truncated_.push_back({tokens[k], solution.alpha[k], solution.rows[k]});
-        mass += q[tokens[k]];
-      }
-    };
-    keep(outer_tokens, outer, outer_T);
-    keep(inner_tokens, inner, inner_T);
+    if (outer.rows_known) {
+      place(outer_positions, outer);
+      for (int t : outer_tokens) outer_T += q[t];
+    }
+    if (inner.rows_known) {
+      place(inner_positions, inner);
+      inner_T = mass_T;  // the same sum, in the same order
+    }
+    read_truncated();
     // A system without rows has an empty T: its truncation error is that of the empty set.
     auto untruncated = [&](SystemReport& report, double block, double base) {
       report.truncation_size = 0;
@@ -393,24 +424,17 @@ class GlobalResolutionPlan {
     };
     if (!outer.rows_known) untruncated(outer_, q_total, mass_H);
     if (!inner.rows_known) untruncated(inner_, mass_H, mass_Z);
-    sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
     const double outer_rest = std::max(q_total - mass_H - outer_T, 0.0);  // Q_R
     const double inner_rest = std::max(mass_H - mass_Z - inner_T, 0.0);   // Q_Ri
     const double first_outer = first_draft_factor(q_total - outer_rest, q_total);
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
-    correction_ = OutputCorrection(p, V, split.support.size(), [&](auto&& propose) {
-      auto x = truncated_.begin();  // by increasing id, as the support
-      for (std::size_t i = 0; i < split.support.size(); ++i) {  // r = 0 off the draft support and on Z
-        const int t = split.support[i];
-        if (support_class_[i] == kZ) continue;
-        if (x != truncated_.end() && x->token == t) {  // the system's row on T
-          propose(t, std::max((x++)->row, 0.0));
-        } else {  // the first-draft law
-          propose(t, q[t] * (support_class_[i] == kOuter ? first_outer : first_inner));
-        }
-      }
-    });
     support_ = std::move(split.support);
+    std::vector<double> law(support_size);  // r: the system's row on T, else the first-draft law; 0 on Z
+    for (std::size_t i = 0; i < support_size; ++i) {
+      const char c = support_class_[i];
+      law[i] = at.in_T[i] ? std::max(at.row[i], 0.0) : c == kZ ? 0.0 : q[support_[i]] * (c == kOuter ? first_outer : first_inner);
+    }
+    correction_ = OutputCorrection(p, V, support_, std::move(law));
     alpha_ = correction_.kept();
     law_error_bound_ = (outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0);
   }
@@ -514,7 +538,6 @@ class GlobalResolutionPlan {
   struct TruncatedToken {
     int token;
     double alpha;
-    double row;  // mass the system allocates to the token (exact plan)
     bool operator<(const TruncatedToken& other) const { return token < other.token; }
   };
 
@@ -537,7 +560,7 @@ class GlobalResolutionPlan {
   }
 
   const TruncatedToken* find_truncated(int t) const {
-    const auto found = std::lower_bound(truncated_.begin(), truncated_.end(), TruncatedToken{t, 0.0, 0.0});
+    const auto found = std::lower_bound(truncated_.begin(), truncated_.end(), TruncatedToken{t, 0.0});
     return found != truncated_.end() && found->token == t ? &*found : nullptr;
   }
 
