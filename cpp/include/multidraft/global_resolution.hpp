@@ -33,6 +33,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -78,7 +79,10 @@ struct SystemReport {
 // The single terms {u} (n >= 2) in closed form: n! [x^n] e^{b x} (e^{q_u x} - 1)
 // = sum_{j<n} n! (b^j / j!) (q_u^{n-j} / (n-j)!), the sum ConvexObjective::append_stored_terms'
 // subset search forms (a positive sum, no cancellation), without the search's per-subset set-up:
-// flat drafts keep ~1000 singles per plan. A single is stored when a base gives it a positive weight.
+// flat drafts keep ~1000 singles per plan, a full vocabulary ~32000. A single is stored when a
+// base gives it a positive weight. Every member's weights are written in place first, in one
+// vectorised pass per base (n a compile-time constant for n <= 4), then compacted only if a
+// member has none positive (q_u = 0).
 inline void append_single_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
                                 GroupedTerms& terms) {
   const int m = static_cast<int>(member_mass.size()), B = static_cast<int>(bases.size());
@@ -88,32 +92,48 @@ inline void append_single_terms(const std::vector<double>& member_mass, int n, c
   if (B > kMaxBases) throw std::invalid_argument("internal: at most two EGF bases");
   double base_coefficients[kMaxBases][kMaxTermSize + 1];  // [base][j] = b^j / j!
   for (int b = 0; b < B; ++b) exponential_base(bases[b], n, base_coefficients[b]);
-  std::size_t written = terms.size();
-  const std::size_t capacity = written + static_cast<std::size_t>(m);
-  terms.offsets.resize(capacity + 1);
-  terms.members.resize(terms.members.size() + static_cast<std::size_t>(m));
-  terms.weight.resize(capacity);
-  for (auto& w : terms.extra_weight) w.resize(capacity);
-  std::size_t member_end = terms.members.size() - static_cast<std::size_t>(m);
-  double factor[kMaxTermSize + 1], weight[kMaxTermSize + 1];  // q^d / d!; the single's weight per base
-  for (int k = 0; k < m; ++k) {
-    factor[0] = 1.0;
-    for (int d = 1; d <= n; ++d) factor[d] = factor[d - 1] * (member_mass[k] / d);
-    bool positive = false;
+  const std::size_t first = terms.size(), first_member = terms.members.size();
+  terms.offsets.resize(first + m + 1);
+  terms.members.resize(first_member + m);
+  terms.weight.resize(first + m);
+  for (auto& w : terms.extra_weight) w.resize(first + m);
+  auto weights = [&](auto degree) {  // degree 0: n at run time
+    constexpr int kDegree = decltype(degree)::value;
+    const int N = kDegree > 0 ? kDegree : n;
+    const double* mass = member_mass.data();
     for (int b = 0; b < B; ++b) {
-      double acc = 0.0;
-      for (int j = 0; j < n; ++j) acc += base_coefficients[b][j] * factor[n - j];
-      weight[b] = acc * n_factorial;
-      positive = positive || weight[b] > 0.0;
+      double* out = (b == 0 ? terms.weight : terms.extra_weight[b - 1]).data() + first;
+      const double* c = base_coefficients[b];
+#pragma omp simd
+      for (int k = 0; k < m; ++k) {
+        double factor[kMaxTermSize + 1];  // q^d / d!
+        factor[0] = 1.0;
+        for (int d = 1; d <= N; ++d) factor[d] = factor[d - 1] * (mass[k] / d);
+        double acc = 0.0;
+        for (int j = 0; j < N; ++j) acc += c[j] * factor[N - j];
+        out[k] = acc * n_factorial;
+      }
     }
+  };
+  if (n == 2) weights(std::integral_constant<int, 2>());
+  else if (n == 3) weights(std::integral_constant<int, 3>());
+  else if (n == 4) weights(std::integral_constant<int, 4>());
+  else weights(std::integral_constant<int, 0>());
+  std::size_t written = first;
+  for (int k = 0; k < m; ++k) {
+    bool positive = false;
+    for (int b = 0; b < B; ++b) positive = positive || (b == 0 ? terms.weight : terms.extra_weight[b - 1])[first + k] > 0.0;
     if (!positive) continue;
-    terms.members[member_end++] = k;
-    terms.offsets[written + 1] = static_cast<std::int64_t>(member_end);
-    for (int b = 1; b < B; ++b) terms.extra_weight[b - 1][written] = weight[b];
-    terms.weight[written++] = weight[0];
+    if (written != first + k) {  // an earlier member had no positive weight: move this one down
+      terms.weight[written] = terms.weight[first + k];
+      for (auto& w : terms.extra_weight) w[written] = w[first + k];
+    }
+    terms.members[first_member + (written - first)] = k;
+    ++written;
+    terms.offsets[written] = static_cast<std::int64_t>(first_member + (written - first));
   }
   terms.offsets.resize(written + 1);
-  terms.members.resize(member_end);
+  terms.members.resize(first_member + (written - first));
   terms.weight.resize(written);
   for (auto& w : terms.extra_weight) w.resize(written);
 }
@@ -373,28 +393,36 @@ class GlobalResolutionPlan {
 
     // The solutions by support position (a per-thread workspace), read back in the support's
     // increasing ids: truncated_ comes out sorted, and the exact plan's law r with it, without a sort.
+    struct Solved {
+      double alpha, row;
+    };
     struct BySupport {
       std::vector<char> in_T;
-      std::vector<double> alpha, row;
+      std::vector<Solved> solved;
     };
     thread_local BySupport at;
     const std::size_t support_size = split.support.size();
     at.in_T.assign(support_size, 0);
-    at.alpha.resize(support_size);
-    at.row.resize(support_size);
+    at.solved.resize(support_size);
     int truncated_size = 0;
     auto place = [&](const std::vector<int>& positions, const SystemSolution& solution) {
       for (std::size_t k = 0; k < positions.size(); ++k) {
         at.in_T[positions[k]] = 1;
-        at.alpha[positions[k]] = solution.alpha[k];
-        if (solution.rows_known) at.row[positions[k]] = solution.rows[k];
+        at.solved[positions[k]] = {solution.alpha[k], solution.rows_known ? solution.rows[k] : 0.0};
       }
       truncated_size += static_cast<int>(positions.size());
     };
     auto read_truncated = [&] {
-      truncated_.reserve(truncated_size);
-      for (std::size_t i = 0; i < support_size; ++i)
-        if (at.in_T[i]) truncated_.push_back({split.support[i], at.alpha[i]});
+      truncated_.resize(truncated_size);
+      int written = 0;
+      for (std::size_t begin = 0; begin < support_size; begin += 8) {  // 8 flags at a time: T may be sparse
+        std::uint64_t word = 0;
+        if (begin + 8 <= support_size) std::memcpy(&word, at.in_T.data() + begin, 8);
+        else word = 1;  // the tail, one by one
+        if (word == 0) continue;
+        for (std::size_t i = begin; i < std::min(begin + 8, support_size); ++i)
+          if (at.in_T[i]) truncated_[written++] = {split.support[i], at.solved[i].alpha};
+      }
     };
     if (!options.exact) {
       place(outer_positions, outer);
@@ -432,7 +460,7 @@ class GlobalResolutionPlan {
     std::vector<double> law(support_size);  // r: the system's row on T, else the first-draft law; 0 on Z
     for (std::size_t i = 0; i < support_size; ++i) {
       const char c = support_class_[i];
-      law[i] = at.in_T[i] ? std::max(at.row[i], 0.0) : c == kZ ? 0.0 : q[support_[i]] * (c == kOuter ? first_outer : first_inner);
+      law[i] = at.in_T[i] ? std::max(at.solved[i].row, 0.0) : c == kZ ? 0.0 : q[support_[i]] * (c == kOuter ? first_outer : first_inner);
     }
     correction_ = OutputCorrection(p, V, support_, std::move(law));
     alpha_ = correction_.kept();
