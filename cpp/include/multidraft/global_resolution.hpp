@@ -177,10 +177,10 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
 // block^n - (block - R)^n <= tau, block being the draft mass the error refers to. That is, all
 // entries but the most of the smallest (ties: later entries leave first) whose mass sum passes.
 // Only entries of mass at most R_cap, where the error reaches tau (closed form, enlarged by 1e-9
-// for rounding), can leave. Three regimes: a flat top-k draft keeps ~1000 tokens with hundreds
+// for rounding), can leave. Two regimes: a flat top-k draft keeps ~1000 tokens with hundreds
 // below R_cap, of which a handful leave: the kFewLeave lightest are selected, and the cut found
-// among them (the rest sorted only if they all leave). Over a full vocabulary tens of thousands
-// are candidates: they are first narrowed to the lightest ones whose total mass passes R_cap (the
+// among them (when they all leave, every candidate as below). Over a full vocabulary tens of
+// thousands are candidates: they are first narrowed to the lightest ones whose total mass passes R_cap (the
 // leaving entries are among them: any heavier entry follows all of them in the order, so the
 // prefix through it passes R_cap), found from mass sums per bucket of the leading key bits; those
 // are radix sorted. A peaked draft leaves most candidates, a flat one a few hundred of ~32000.
@@ -211,15 +211,19 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
     std::vector<char> leaves;
   };
   thread_local Workspace workspace;
-  std::vector<Entry>& candidates = workspace.candidates;  // by decreasing j
-  candidates.resize(count);
-  int size = 0;  // written unconditionally: a branch per entry would be a coin flip
-  for (int j = count - 1; j >= 0; --j) {
-    const double x = mass(j);
-    candidates[size] = {x, j};
-    size += x <= cap;
-  }
-  candidates.resize(size);
+  std::vector<Entry>& candidates = workspace.candidates;
+  auto gather = [&] {  // the candidates by decreasing j
+    candidates.resize(count);
+    int size = 0;  // written unconditionally: a branch per entry would be a coin flip
+    for (int j = count - 1; j >= 0; --j) {
+      const double x = mass(j);
+      candidates[size] = {x, j};
+      size += x <= cap;
+    }
+    candidates.resize(size);
+    return size;
+  };
+  const int size = gather();
   std::vector<char>& leaves = workspace.leaves;
   leaves.assign(count, 0);
   error = 0.0;
@@ -244,12 +248,11 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
   };
   constexpr int kFewLeave = 16, kSelectUpTo = 4096;
   auto in_order = [&](int k) -> const Entry& { return candidates[k]; };
-  int leaving = 0;
-  if (size > kSelectUpTo) {
-    // Buckets of the 11 leading varying bits of the masses' keys (increasing_key: the keys agree
-    // above them, so the buckets follow the leaving order); the narrowed candidates are the
-    // buckets up to the first whose cumulative mass passes R_cap by a margin (1e-6) far above
-    // the sums' rounding (size * 2^-53).
+  // Every candidate (by decreasing j): buckets of the 11 leading varying bits of the masses' keys
+  // (increasing_key: the keys agree above them, so the buckets follow the leaving order); the
+  // narrowed candidates are the buckets up to the first whose cumulative mass passes R_cap by a
+  // margin (1e-6) far above the sums' rounding (size * 2^-53); they are radix sorted.
+  auto narrowed_and_sorted = [&] {
     constexpr int kBucketBits = 11, kBuckets = 1 << kBucketBits;
     std::uint64_t varying = 0;
     const std::uint64_t first = increasing_key(candidates[0].mass);
@@ -273,7 +276,11 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
     }
     std::vector<int>& order = workspace.order;
     positions_by_key(narrowed, [&](int c) { return increasing_key(candidates[c].mass); }, order);
-    leaving = leave_prefix([&](int k) -> const Entry& { return candidates[order[k]]; }, narrowed);
+    return leave_prefix([&](int k) -> const Entry& { return candidates[order[k]]; }, narrowed);
+  };
+  int leaving = 0;
+  if (size > kSelectUpTo) {
+    leaving = narrowed_and_sorted();
   } else if (size <= kFewLeave) {
     std::sort(candidates.begin(), candidates.end());
     leaving = leave_prefix(in_order, size);
@@ -281,9 +288,9 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
     std::nth_element(candidates.begin(), candidates.begin() + (kFewLeave - 1), candidates.end());
     std::sort(candidates.begin(), candidates.begin() + kFewLeave);
     leaving = leave_prefix(in_order, kFewLeave);
-    if (leaving == kFewLeave) {  // they all leave: order the rest too
-      std::sort(candidates.begin() + kFewLeave, candidates.end());
-      leaving = leave_prefix(in_order, size);
+    if (leaving == kFewLeave) {  // they all leave: every candidate again, in order
+      gather();
+      leaving = narrowed_and_sorted();
     }
   }
   std::vector<int> kept;
