@@ -119,15 +119,18 @@ inline void append_single_terms(const std::vector<double>& member_mass, int n, c
   else if (n == 3) weights(std::integral_constant<int, 3>());
   else if (n == 4) weights(std::integral_constant<int, 4>());
   else weights(std::integral_constant<int, 0>());
+  double* column[kMaxBases];  // each base's weights
+  for (int b = 0; b < B; ++b) column[b] = (b == 0 ? terms.weight : terms.extra_weight[b - 1]).data();
+  auto positive = [&](std::size_t t) {
+    for (int b = 0; b < B; ++b)
+      if (column[b][t] > 0.0) return true;
+    return false;
+  };
   std::size_t written = first;
   for (int k = 0; k < m; ++k) {
-    bool positive = false;
-    for (int b = 0; b < B; ++b) positive = positive || (b == 0 ? terms.weight : terms.extra_weight[b - 1])[first + k] > 0.0;
-    if (!positive) continue;
-    if (written != first + k) {  // an earlier member had no positive weight: move this one down
-      terms.weight[written] = terms.weight[first + k];
-      for (auto& w : terms.extra_weight) w[written] = w[first + k];
-    }
+    if (!positive(first + k)) continue;
+    if (written != first + k)  // an earlier member had no positive weight: move this one down
+      for (int b = 0; b < B; ++b) column[b][written] = column[b][first + k];
     terms.members[first_member + (written - first)] = k;
     ++written;
     terms.offsets[written] = static_cast<std::int64_t>(first_member + (written - first));
@@ -465,9 +468,15 @@ class GlobalResolutionPlan {
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
     support_ = std::move(split.support);
     std::vector<double> law(support_size);  // r: the system's row on T, else the first-draft law; 0 on Z
+    const char* in_T = at.in_T.data();
+    const char* token_class = support_class_.data();
+    const Solved* solved = at.solved.data();
+    const int* token = support_.data();
+    double* r = law.data();
+#pragma omp simd
     for (std::size_t i = 0; i < support_size; ++i) {
-      const char c = support_class_[i];
-      law[i] = at.in_T[i] ? std::max(at.solved[i].row, 0.0) : c == kZ ? 0.0 : q[support_[i]] * (c == kOuter ? first_outer : first_inner);
+      const double first_draft = q.data[token[i]] * q.scale * (token_class[i] == kOuter ? first_outer : first_inner);
+      r[i] = in_T[i] ? std::max(solved[i].row, 0.0) : token_class[i] == kZ ? 0.0 : first_draft;
     }
     correction_ = OutputCorrection(p, V, support_, std::move(law));
     alpha_ = correction_.kept();
