@@ -357,23 +357,22 @@ class GlobalResolutionPlan {
 
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
-    support_class_.resize(split.support.size());  // kOuter / kInner; Z marked below
-    for (std::size_t k = 0; k < split.order.size(); ++k)
-      support_class_[split.order_positions[k]] = k < static_cast<std::size_t>(split.h) ? kInner : kOuter;
-    std::vector<int> inner_tokens, inner_positions;  // the latter in the support
-    inner_tokens.reserve(split.h);
-    inner_positions.reserve(split.h);
+    support_class_.resize(split.support.size());
+    std::vector<int> inner_tokens(split.h), inner_positions(split.h);  // the latter in the support
+    int inner_count = 0;
     double mass_Z = 0.0;
     for (int k = 0; k < split.h; ++k) {
-      const int t = split.order[k];
-      if (p[t] > 0.0) {
-        inner_tokens.push_back(t);
-        inner_positions.push_back(split.order_positions[k]);
-      } else {
-        mass_Z += q[t];
-        support_class_[split.order_positions[k]] = kZ;
-      }
+      const int t = split.order[k], position = split.order_positions[k];
+      const bool target = p[t] > 0.0;
+      support_class_[position] = target ? kInner : kZ;
+      inner_tokens[inner_count] = t;  // written unconditionally, kept when p > 0
+      inner_positions[inner_count] = position;
+      inner_count += target;
+      if (!target) mass_Z += q[t];
     }
+    inner_tokens.resize(inner_count);
+    inner_positions.resize(inner_count);
+    for (std::size_t k = split.h; k < split.order.size(); ++k) support_class_[split.order_positions[k]] = kOuter;
     std::vector<int> inner_kept = minimal_truncation(
         static_cast<int>(inner_tokens.size()), [&](int j) { return q[inner_tokens[j]]; }, mass_H, n, options.tau,
         inner_.truncation_error);
