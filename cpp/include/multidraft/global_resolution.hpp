@@ -183,12 +183,12 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
 // for rounding), can leave. Two regimes: a flat top-k draft keeps ~1000 tokens with hundreds
 // below R_cap, of which a handful leave: the kFewLeave lightest are selected, and the cut found
 // among them (when they all leave, every candidate as below). Over a full vocabulary tens of
-// thousands are candidates: they are first narrowed to the lightest ones whose total mass passes R_cap (the
-// leaving entries are among them: any heavier entry follows all of them in the order, so the
-// prefix through it passes R_cap), found from mass sums per bucket of the leading key bits; those
-// are radix sorted. A peaked draft leaves most candidates, a flat one a few hundred of ~32000.
-// The cut is found by bisection over prefix sums (a few transcendental calls, not one per entry).
-// The prefix sums are those of the entries in leaving order, whichever path orders them: the same
+// thousands are candidates: they are first narrowed to the lightest ones whose total mass passes
+// R_cap (the leaving entries are among them: any heavier entry follows all of them in the order,
+// so the prefix through it passes R_cap), found from mass sums per bucket of the leading key
+// bits; those are radix sorted. A peaked draft leaves most candidates, a flat one a few hundred
+// of ~32000. The cut is found by bisection over prefix sums (a few transcendental calls, not one
+// per entry), the sums of the entries in leaving order whichever path orders them: the same
 // numbers. Buffers are a per-thread workspace (two calls per plan, up to a vocabulary each).
 // Returns the kept entries by increasing j; `error` is the error of their leftover.
 template <class Mass>
@@ -425,11 +425,11 @@ class GlobalResolutionPlan {
       truncated_.resize(truncated_size);
       int written = 0;
       for (std::size_t begin = 0; begin < support_size; begin += 8) {  // 8 flags at a time: T may be sparse
-        std::uint64_t word = 0;
-        if (begin + 8 <= support_size) std::memcpy(&word, at.in_T.data() + begin, 8);
-        else word = 1;  // the tail, one by one
-        if (word == 0) continue;
-        for (std::size_t i = begin; i < std::min(begin + 8, support_size); ++i)
+        const std::size_t end = std::min(begin + 8, support_size);
+        std::uint64_t flags = 1;  // a short last group is read flag by flag
+        if (end - begin == 8) std::memcpy(&flags, at.in_T.data() + begin, 8);
+        if (flags == 0) continue;
+        for (std::size_t i = begin; i < end; ++i)
           if (at.in_T[i]) truncated_[written++] = {split.support[i], at.solved[i].alpha};
       }
     };
@@ -467,15 +467,14 @@ class GlobalResolutionPlan {
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
     support_ = std::move(split.support);
     std::vector<double> law(support_size);  // r: the system's row on T, else the first-draft law; 0 on Z
-    const char* in_T = at.in_T.data();
-    const char* token_class = support_class_.data();
+    const char *in_T = at.in_T.data(), *classes = support_class_.data();
     const Solved* solved = at.solved.data();
     const int* token = support_.data();
     double* r = law.data();
 #pragma omp simd
     for (std::size_t i = 0; i < support_size; ++i) {
-      const double first_draft = q.data[token[i]] * q.scale * (token_class[i] == kOuter ? first_outer : first_inner);
-      r[i] = in_T[i] ? std::max(solved[i].row, 0.0) : token_class[i] == kZ ? 0.0 : first_draft;
+      const double first_draft = q.data[token[i]] * q.scale * (classes[i] == kOuter ? first_outer : first_inner);
+      r[i] = in_T[i] ? std::max(solved[i].row, 0.0) : classes[i] == kZ ? 0.0 : first_draft;
     }
     correction_ = OutputCorrection(p, V, support_, std::move(law));
     alpha_ = correction_.kept();

@@ -35,10 +35,10 @@ class OutputCorrection {
  public:
   OutputCorrection() = default;
 
-  // p (V,), read in place with its scale (distribution.hpp's ScaledRow), and the exact candidate
-  // law r, which is 0 except at `tokens` (increasing ids), where it is `law`. p and the tokens are
-  // read in place (they must outlive the correction: the plan's own row and draft support).
-  // One number is stored per token, in place of its r: s(y) = p(y) - r(y) >= 0 where
+  // p (V,) with its scale (distribution.hpp's ScaledRow), and the exact candidate law r: `law` at
+  // `tokens` (increasing ids), 0 elsewhere. p and the tokens are viewed, not copied (they must
+  // outlive the correction: the plan's own row and draft support). One number is stored per token
+  // (O(draft support), no V-long array), in place of its r: s(y) = p(y) - r(y) >= 0 where
   // r(y) <= p(y) (the residual; y is always kept), else s(y) = p(y) / r(y) - 1 in [-1, 0) (keep
   // probability 1 + s(y); no residual). Elsewhere the residual is p itself. A token with
   // r(y) = p(y) = 0 behaves as one not listed.

@@ -1,12 +1,12 @@
 // Stable sorting by 64-bit unsigned keys (least-significant-digit radix sort), for the orders the
-// plans build on every call: tokens by decreasing q/p or q, variables by e^a, tokens by id.
+// plans build on every call: tokens by decreasing q/p (the ratio order) and by increasing q (the
+// truncation sets).
 // Comparison sorts of ~1000 entries whose comparator reads doubles at random cost tens of
 // microseconds (a third of a flat (1000, 2) Global Resolution plan); a radix pass reads the keys
 // in order. Non-negative doubles (+inf included) compare as their bit patterns do, so
 // `increasing_key` / `decreasing_key` turn them into keys exactly, ties and all.
 #pragma once
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -110,16 +110,6 @@ std::vector<int> positions_by_key(int count, Key key) {
   std::vector<int> positions;
   positions_by_key(count, key, positions);
   return positions;
-}
-
-// Sorts `items` stably by increasing key(item).
-template <class T, class Key>
-void sort_by_key(std::vector<T>& items, Key key) {
-  const std::vector<int> positions = positions_by_key(static_cast<int>(items.size()), [&](int j) { return key(items[j]); });
-  std::vector<T> sorted;
-  sorted.reserve(items.size());
-  for (int j : positions) sorted.push_back(items[j]);
-  items.swap(sorted);
 }
 
 }  // namespace multidraft
