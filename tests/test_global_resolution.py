@@ -491,6 +491,44 @@ def test_bad_tau(tau):
         md.GlobalResolution(np.full(4, 0.25), np.full(4, 0.25), 2, tau=tau)
 
 
+def single_term_cases():
+    """Masses for the closed-form singles: random, with zeros (no positive weight: compacted
+    away), ties, one-hot, a mass of 1 - 1e-12, tiny and float32-rounded ones; one or two bases,
+    including a zero base."""
+    rng = np.random.default_rng(77)
+    for k in range(24):
+        m = int(rng.integers(1, 300))
+        q = dirichlet(rng, m, (0.05, 1.0, 20.0)[k % 3])
+        if k % 4 == 0:
+            q[rng.random(m) < 0.3] = 0.0
+        if k % 4 == 1:
+            q = np.round(q * 20) / 20
+        if k % 4 == 2:
+            q = q.astype(np.float32).astype(np.float64)
+        bases = [float(rng.random())] + ([float(rng.random() * (k % 3))] if k % 2 else [])
+        yield pytest.param(q, 2 + k % 5, bases, id=f"s{k}-m{m}")
+    yield pytest.param(np.array([0.0, 1.0, 0.0]), 3, [0.0, 0.5], id="one-hot")
+    yield pytest.param(np.array([1.0 - 1e-12, 1e-12, 0.0, 1e-300]), 4, [1e-12], id="mass-1-1e-12")
+
+
+@pytest.mark.parametrize("q, n, bases", list(single_term_cases()))
+def test_single_terms_against_the_closed_form(q, n, bases):
+    """append_single_terms' weights n! [x^n] e^{b x} (e^{q_u x} - 1) = (b + q_u)^n - b^n (the
+    tuples over {u} and a block of mass b that use u), computed exactly in rationals; a single
+    is stored, in order, exactly when some base gives it a positive weight (in floating point:
+    4 b^3 q_u underflows for q_u = 1e-300)."""
+    from fractions import Fraction
+    from multidraft import _core
+
+    members, offsets, weights = _core._testing.single_terms(q, n, bases)
+    expected = [[(Fraction(b) + Fraction(x)) ** n - Fraction(b) ** n for x in q] for b in bases]
+    stored = [u for u in range(len(q)) if any(float(row[u]) > 0 for row in expected)]
+    assert members.tolist() == stored and offsets.tolist() == list(range(len(stored) + 1))
+    for row, got in zip(expected, weights):
+        want = np.array([float(row[u]) for u in stored])
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=0.0)
+
+
 def expected_truncation(masses, block, n, tau):
     """Spec §8.2 by brute force: the smallest prefix, by decreasing mass, whose leftover R gives
     block^n - (block - R)^n <= tau; returns (size, its error)."""
