@@ -411,13 +411,15 @@ class GlobalResolutionPlan {
     };
     thread_local BySupport at;
     const std::size_t support_size = split.support.size();
-    at.in_T.assign(support_size, 0);
-    at.solved.resize(support_size);
+    std::vector<char>& in_T = at.in_T;  // references: a thread_local named in a lambda is looked up at every use
+    std::vector<Solved>& solved = at.solved;
+    in_T.assign(support_size, 0);
+    solved.resize(support_size);
     int truncated_size = 0;
     auto place = [&](const std::vector<int>& positions, const SystemSolution& solution) {
       for (std::size_t k = 0; k < positions.size(); ++k) {
-        at.in_T[positions[k]] = 1;
-        at.solved[positions[k]] = {solution.alpha[k], solution.rows_known ? solution.rows[k] : 0.0};
+        in_T[positions[k]] = 1;
+        solved[positions[k]] = {solution.alpha[k], solution.rows_known ? solution.rows[k] : 0.0};
       }
       truncated_size += static_cast<int>(positions.size());
     };
@@ -427,10 +429,10 @@ class GlobalResolutionPlan {
       for (std::size_t begin = 0; begin < support_size; begin += 8) {  // 8 flags at a time: T may be sparse
         const std::size_t end = std::min(begin + 8, support_size);
         std::uint64_t flags = 1;  // a short last group is read flag by flag
-        if (end - begin == 8) std::memcpy(&flags, at.in_T.data() + begin, 8);
+        if (end - begin == 8) std::memcpy(&flags, in_T.data() + begin, 8);
         if (flags == 0) continue;
         for (std::size_t i = begin; i < end; ++i)
-          if (at.in_T[i]) truncated_[written++] = {split.support[i], at.solved[i].alpha};
+          if (in_T[i]) truncated_[written++] = {split.support[i], solved[i].alpha};
       }
     };
     if (!options.exact) {
@@ -467,14 +469,14 @@ class GlobalResolutionPlan {
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
     support_ = std::move(split.support);
     std::vector<double> law(support_size);  // r: the system's row on T, else the first-draft law; 0 on Z
-    const char *in_T = at.in_T.data(), *classes = support_class_.data();
-    const Solved* solved = at.solved.data();
+    const char *in_T_flags = in_T.data(), *classes = support_class_.data();
+    const Solved* solved_at = solved.data();
     const int* token = support_.data();
     double* r = law.data();
 #pragma omp simd
     for (std::size_t i = 0; i < support_size; ++i) {
       const double first_draft = q.data[token[i]] * q.scale * (classes[i] == kOuter ? first_outer : first_inner);
-      r[i] = in_T[i] ? std::max(solved[i].row, 0.0) : classes[i] == kZ ? 0.0 : first_draft;
+      r[i] = in_T_flags[i] ? std::max(solved_at[i].row, 0.0) : classes[i] == kZ ? 0.0 : first_draft;
     }
     correction_ = OutputCorrection(p, V, support_, std::move(law));
     alpha_ = correction_.kept();
