@@ -562,6 +562,44 @@ def test_bad_tau(tau):
         md.GlobalResolution(np.full(4, 0.25), np.full(4, 0.25), 2, tau=tau)
 
 
+def single_term_cases():
+    """Masses for the closed-form singles: random, with zeros (no positive weight: compacted
+    away), ties, one-hot, a mass of 1 - 1e-12, tiny and float32-rounded ones; one or two bases,
+    including a zero base."""
+    rng = np.random.default_rng(77)
+    for k in range(24):
+        m = int(rng.integers(1, 300))
+        q = dirichlet(rng, m, (0.05, 1.0, 20.0)[k % 3])
+        if k % 4 == 0:
+            q[rng.random(m) < 0.3] = 0.0
+        if k % 4 == 1:
+            q = np.round(q * 20) / 20
+        if k % 4 == 2:
+            q = q.astype(np.float32).astype(np.float64)
+        bases = [float(rng.random())] + ([float(rng.random() * (k % 3))] if k % 2 else [])
+        yield pytest.param(q, 2 + k % 5, bases, id=f"s{k}-m{m}")
+    yield pytest.param(np.array([0.0, 1.0, 0.0]), 3, [0.0, 0.5], id="one-hot")
+    yield pytest.param(np.array([1.0 - 1e-12, 1e-12, 0.0, 1e-300]), 4, [1e-12], id="mass-1-1e-12")
+
+
+@pytest.mark.parametrize("q, n, bases", list(single_term_cases()))
+def test_single_terms_against_the_closed_form(q, n, bases):
+    """append_single_terms' weights n! [x^n] e^{b x} (e^{q_u x} - 1) = (b + q_u)^n - b^n (the
+    tuples over {u} and a block of mass b that use u), computed exactly in rationals; a single
+    is stored, in order, exactly when some base gives it a positive weight (in floating point:
+    4 b^3 q_u underflows for q_u = 1e-300)."""
+    from fractions import Fraction
+    from multidraft import _core
+
+    members, offsets, weights = _core._testing.single_terms(q, n, bases)
+    expected = [[(Fraction(b) + Fraction(x)) ** n - Fraction(b) ** n for x in q] for b in bases]
+    stored = [u for u in range(len(q)) if any(float(row[u]) > 0 for row in expected)]
+    assert members.tolist() == stored and offsets.tolist() == list(range(len(stored) + 1))
+    for row, got in zip(expected, weights):
+        want = np.array([float(row[u]) for u in stored])
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=0.0)
+
+
 def expected_truncation(masses, block, n, tau):
     """Spec §8.2 by brute force: the smallest prefix, by decreasing mass, whose leftover R gives
     block^n - (block - R)^n <= tau; returns (size, its error)."""
@@ -586,9 +624,16 @@ def truncation_instances():
             q /= q.sum()
         tau = (1e-2, 1e-3, 1e-5)[k % 3]
         instances.append(pytest.param(p, q, n, tau, id=f"t{k}-V{V}-n{n}-tau{tau}"))
-    for k, conc in enumerate((0.02, 0.3)):  # over 4096 candidates in a system: the core sorts them all
+    # Over 4096 candidates in a system: the core narrows them to the lightest by buckets of
+    # their leading key bits, then sorts those. Most leave (peaked), a few hundred (nearly flat),
+    # ties on a few levels across the narrowing's cut, a tail 1e-15 light.
+    for k, conc in enumerate((0.02, 0.3, 50.0)):
         p, q = dirichlet(rng, 12000, conc), dirichlet(rng, 12000, conc)
-        instances.append(pytest.param(p, q, 2, 1e-3, id=f"large{k}-V12000-c{conc}"))
+        instances.append(pytest.param(p, q, 2 + k, 1e-3, id=f"large{k}-V12000-c{conc}"))
+    p, q = dirichlet(rng, 12000, 1.0), np.round(dirichlet(rng, 12000, 1.0) * 3e4) + 1.0
+    instances.append(pytest.param(p, q / q.sum(), 2, 1e-3, id="large-ties-V12000"))
+    q = np.concatenate([dirichlet(rng, 50, 1.0), np.full(11950, 1e-15)])
+    instances.append(pytest.param(dirichlet(rng, 12000, 1.0), q / q.sum(), 3, 1e-4, id="large-tail-V12000"))
     return instances
 
 

@@ -1,8 +1,9 @@
 """The core's sort of plan keys (radix_sort.hpp: a radix sort of the leading key bits, an
 insertion pass, a comparison sort when ties in the leading bits are many) against NumPy's stable
 argsort, on the keys the plans sort (doubles' bit patterns, decreasing keys, token ids) and on
-adversarial ones (all equal, ties, keys equal in their leading 32 varying bits); and the scan of a
-draft row's support (draft_support) against np.flatnonzero."""
+adversarial ones (all equal, ties, keys equal in their leading 32 varying bits), below and above
+the size from which digits are 11 bits wide; and the scan of a draft row's support
+(draft_support) against np.flatnonzero."""
 import numpy as np
 import pytest
 
@@ -15,7 +16,7 @@ def double_keys(x):
 
 def cases():
     rng = np.random.default_rng(5)
-    for count in (0, 1, 7, 128, 129, 1000, 5000):
+    for count in (0, 1, 7, 128, 129, 1000, 5000, 8191, 8192, 32000):  # byte digits, then 11-bit ones
         yield f"doubles-{count}", double_keys(rng.exponential(size=count) ** 3)
         yield f"decreasing-{count}", ~double_keys(rng.dirichlet(np.full(max(count, 1), 0.3))[:count])
         yield f"ids-{count}", rng.integers(0, 32000, size=count).astype(np.uint64)
@@ -25,6 +26,9 @@ def cases():
     yield "tied-leading-bits", base + rng.integers(0, 2**20, size=3000).astype(np.uint64)
     yield "half-tied", np.concatenate([base + rng.integers(0, 2**20, size=500).astype(np.uint64),
                                        double_keys(rng.exponential(size=500))])
+    yield "tied-leading-bits-32000", base + rng.integers(0, 2**20, size=32000).astype(np.uint64)
+    yield "one-infinite-ratio-32000", ~double_keys(np.append(1.0 + rng.random(31999) * 1e-3, np.inf))
+    yield "few-values-32000", double_keys(rng.choice([0.1, 0.2, 0.5, np.inf], size=32000))
     yield "sorted", np.sort(double_keys(rng.exponential(size=2000)))
     yield "reversed", np.sort(double_keys(rng.exponential(size=2000)))[::-1].copy()
 

@@ -403,6 +403,27 @@ void bind_testing(py::module_& m) {
       py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
       py::arg("interpolation"), py::arg("max_terms") = 1e12, py::arg("coarse") = false, py::arg("grid") = "where_pays");
 
+  // append_single_terms (global_resolution.hpp): the stored singles' members and their weights,
+  // one row per base, against the closed form (b + q_u)^n - b^n in tests.
+  t.def(
+      "single_terms",
+      [](const Doubles& q, int n, const std::vector<double>& bases) {
+        if (n < 2 || n > kMaxTermSize || bases.empty() || bases.size() > 2)
+          throw std::invalid_argument("'n' in 2 .. 16 and one or two 'bases'");
+        GroupedTerms terms;
+        terms.extra_weight.resize(bases.size() - 1);
+        append_single_terms(std::vector<double>(q.data(), q.data() + q.shape(0)), n, bases, terms);
+        const py::ssize_t count = static_cast<py::ssize_t>(terms.size());
+        py::array_t<double> weights({static_cast<py::ssize_t>(bases.size()), count});
+        double* out = weights.mutable_data();
+        for (std::size_t b = 0; b < bases.size(); ++b)
+          std::copy_n((b == 0 ? terms.weight : terms.extra_weight[b - 1]).data(), count, out + b * count);
+        const std::vector<std::int64_t> members(terms.members.begin(), terms.members.end());
+        return py::make_tuple(Ints(static_cast<py::ssize_t>(members.size()), members.data()),
+                              Ints(static_cast<py::ssize_t>(terms.offsets.size()), terms.offsets.data()), weights);
+      },
+      py::arg("q"), py::arg("n"), py::arg("bases"));
+
   // positions_by_key (radix_sort.hpp) over given 64-bit keys, against a stable argsort in tests.
   t.def(
       "positions_by_key",

@@ -33,6 +33,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -79,7 +80,10 @@ struct SystemReport {
 // The single terms {u} (n >= 2) in closed form: n! [x^n] e^{b x} (e^{q_u x} - 1)
 // = sum_{j<n} n! (b^j / j!) (q_u^{n-j} / (n-j)!), the sum ConvexObjective::append_stored_terms'
 // subset search forms (a positive sum, no cancellation), without the search's per-subset set-up:
-// flat drafts keep ~1000 singles per plan. A single is stored when a base gives it a positive weight.
+// flat drafts keep ~1000 singles per plan, a full vocabulary ~32000. A single is stored when a
+// base gives it a positive weight. Every member's weights are written in place first, in one
+// vectorised pass per base (n a compile-time constant for n <= 4), then compacted only if a
+// member has none positive (q_u = 0).
 inline void append_single_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
                                 GroupedTerms& terms) {
   const int m = static_cast<int>(member_mass.size()), B = static_cast<int>(bases.size());
@@ -89,32 +93,51 @@ inline void append_single_terms(const std::vector<double>& member_mass, int n, c
   if (B > kMaxBases) throw std::invalid_argument("internal: at most two EGF bases");
   double base_coefficients[kMaxBases][kMaxTermSize + 1];  // [base][j] = b^j / j!
   for (int b = 0; b < B; ++b) exponential_base(bases[b], n, base_coefficients[b]);
-  std::size_t written = terms.size();
-  const std::size_t capacity = written + static_cast<std::size_t>(m);
-  terms.offsets.resize(capacity + 1);
-  terms.members.resize(terms.members.size() + static_cast<std::size_t>(m));
-  terms.weight.resize(capacity);
-  for (auto& w : terms.extra_weight) w.resize(capacity);
-  std::size_t member_end = terms.members.size() - static_cast<std::size_t>(m);
-  double factor[kMaxTermSize + 1], weight[kMaxTermSize + 1];  // q^d / d!; the single's weight per base
-  for (int k = 0; k < m; ++k) {
-    factor[0] = 1.0;
-    for (int d = 1; d <= n; ++d) factor[d] = factor[d - 1] * (member_mass[k] / d);
-    bool positive = false;
+  const std::size_t first = terms.size(), first_member = terms.members.size();
+  terms.offsets.resize(first + m + 1);
+  terms.members.resize(first_member + m);
+  terms.weight.resize(first + m);
+  for (auto& w : terms.extra_weight) w.resize(first + m);
+  auto weights = [&](auto degree) {  // degree 0: n at run time
+    constexpr int kDegree = decltype(degree)::value;
+    const int N = kDegree > 0 ? kDegree : n;
+    const double* mass = member_mass.data();
     for (int b = 0; b < B; ++b) {
-      double acc = 0.0;
-      for (int j = 0; j < n; ++j) acc += base_coefficients[b][j] * factor[n - j];
-      weight[b] = acc * n_factorial;
-      positive = positive || weight[b] > 0.0;
+      double* out = (b == 0 ? terms.weight : terms.extra_weight[b - 1]).data() + first;
+      const double* c = base_coefficients[b];
+#pragma omp simd
+      for (int k = 0; k < m; ++k) {
+        double factor[kMaxTermSize + 1];  // q^d / d!
+        factor[0] = 1.0;
+        for (int d = 1; d <= N; ++d) factor[d] = factor[d - 1] * (mass[k] / d);
+        double acc = 0.0;
+        for (int j = 0; j < N; ++j) acc += c[j] * factor[N - j];
+        out[k] = acc * n_factorial;
+      }
     }
-    if (!positive) continue;
-    terms.members[member_end++] = k;
-    terms.offsets[written + 1] = static_cast<std::int64_t>(member_end);
-    for (int b = 1; b < B; ++b) terms.extra_weight[b - 1][written] = weight[b];
-    terms.weight[written++] = weight[0];
+  };
+  if (n == 2) weights(std::integral_constant<int, 2>());
+  else if (n == 3) weights(std::integral_constant<int, 3>());
+  else if (n == 4) weights(std::integral_constant<int, 4>());
+  else weights(std::integral_constant<int, 0>());
+  double* column[kMaxBases];  // each base's weights
+  for (int b = 0; b < B; ++b) column[b] = (b == 0 ? terms.weight : terms.extra_weight[b - 1]).data();
+  auto positive = [&](std::size_t t) {
+    for (int b = 0; b < B; ++b)
+      if (column[b][t] > 0.0) return true;
+    return false;
+  };
+  std::size_t written = first;
+  for (int k = 0; k < m; ++k) {
+    if (!positive(first + k)) continue;
+    if (written != first + k)  // an earlier member had no positive weight: move this one down
+      for (int b = 0; b < B; ++b) column[b][written] = column[b][first + k];
+    terms.members[first_member + (written - first)] = k;
+    ++written;
+    terms.offsets[written] = static_cast<std::int64_t>(first_member + (written - first));
   }
   terms.offsets.resize(written + 1);
-  terms.members.resize(member_end);
+  terms.members.resize(first_member + (written - first));
   terms.weight.resize(written);
   for (auto& w : terms.extra_weight) w.resize(written);
 }
@@ -158,11 +181,16 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
 // block^n - (block - R)^n <= tau, block being the draft mass the error refers to. That is, all
 // entries but the most of the smallest (ties: later entries leave first) whose mass sum passes.
 // Only entries of mass at most R_cap, where the error reaches tau (closed form, enlarged by 1e-9
-// for rounding), can leave. Two regimes: a flat top-k draft keeps ~1000 tokens with hundreds below
-// R_cap, of which a handful leave: the kFewLeave lightest are selected, and the cut found among
-// them (the rest sorted only if they all leave); a peaked draft over a full vocabulary leaves tens
-// of thousands: every candidate is radix sorted. The cut is found by bisection over prefix sums (a
-// few transcendental calls, not one per entry), in place: no copy of the candidates.
+// for rounding), can leave. Two regimes: a flat top-k draft keeps ~1000 tokens with hundreds
+// below R_cap, of which a handful leave: the kFewLeave lightest are selected, and the cut found
+// among them (when they all leave, every candidate as below). Over a full vocabulary tens of
+// thousands are candidates: they are first narrowed to the lightest ones whose total mass passes
+// R_cap (the leaving entries are among them: any heavier entry follows all of them in the order,
+// so the prefix through it passes R_cap), found from mass sums per bucket of the leading key
+// bits; those are radix sorted. A peaked draft leaves most candidates, a flat one a few hundred
+// of ~32000. The cut is found by bisection over prefix sums (a few transcendental calls, not one
+// per entry), the sums of the entries in leaving order whichever path orders them: the same
+// numbers. Buffers are a per-thread workspace (two calls per plan, up to a vocabulary each).
 // Returns the kept entries by increasing j; `error` is the error of their leftover.
 template <class Mass>
 std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, double tau, double& error) {
@@ -180,20 +208,35 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
       return mass < other.mass || (mass == other.mass && j > other.j);
     }
   };
-  std::vector<Entry> candidates(count);  // by decreasing j
-  int size = 0;  // written unconditionally: a branch per entry would be a coin flip
-  for (int j = count - 1; j >= 0; --j) {
-    const double x = mass(j);
-    candidates[size] = {x, j};
-    size += x <= cap;
-  }
-  candidates.resize(size);
-  std::vector<char> leaves(count, 0);
+  struct Workspace {
+    std::vector<Entry> candidates;
+    std::vector<double> prefix;
+    std::vector<int> order;
+    std::vector<char> leaves;
+  };
+  thread_local Workspace workspace;
+  std::vector<Entry>& candidates = workspace.candidates;
+  auto gather = [&] {  // the candidates by decreasing j
+    candidates.resize(count);
+    int size = 0;  // written unconditionally: a branch per entry would be a coin flip
+    for (int j = count - 1; j >= 0; --j) {
+      const double x = mass(j);
+      candidates[size] = {x, j};
+      size += x <= cap;
+    }
+    candidates.resize(size);
+    return size;
+  };
+  const int size = gather();
+  std::vector<char>& leaves = workspace.leaves;
+  leaves.assign(count, 0);
   error = 0.0;
   // The leaving prefix of entries already in leaving order: leaving[0 .. k) leave, k the largest
   // with error_of(their mass) <= tau (the error grows with k), found by bisection on prefix sums.
   auto leave_prefix = [&](auto entry, int available) {
-    std::vector<double> prefix(available + 1, 0.0);
+    std::vector<double>& prefix = workspace.prefix;
+    prefix.resize(available + 1);
+    prefix[0] = 0.0;
     for (int k = 0; k < available; ++k) prefix[k + 1] = prefix[k] + entry(k).mass;
     int low = 0, high = available;  // error_of(prefix[0]) = 0 <= tau
     while (low < high) {
@@ -207,28 +250,55 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
     for (int k = 0; k < low; ++k) leaves[entry(k).j] = 1;
     return low;
   };
-  // Selection first where few are likely to leave (top-k drafts): the kFewLeave lightest in order,
-  // and when they all leave, every candidate by a comparison sort; full vocabularies (a peaked one
-  // leaves most of its ~30000 candidates) go straight to one radix sort, stable on the candidates'
-  // decreasing j.
   constexpr int kFewLeave = 16, kSelectUpTo = 4096;
   auto in_order = [&](int k) -> const Entry& { return candidates[k]; };
+  // Every candidate (by decreasing j): buckets of the 11 leading varying bits of the masses' keys
+  // (increasing_key: the keys agree above them, so the buckets follow the leaving order); the
+  // narrowed candidates are the buckets up to the first whose cumulative mass passes R_cap by a
+  // margin (1e-6) far above the sums' rounding (size * 2^-53); they are radix sorted.
+  auto narrowed_and_sorted = [&] {
+    constexpr int kBucketBits = 11, kBuckets = 1 << kBucketBits;
+    std::uint64_t varying = 0;
+    const std::uint64_t first = increasing_key(candidates[0].mass);
+    for (const Entry& c : candidates) varying |= increasing_key(c.mass) ^ first;
+    int shift = 0;
+    while ((varying >> shift) >= static_cast<std::uint64_t>(kBuckets)) ++shift;
+    auto bucket = [&](const Entry& c) { return static_cast<int>((increasing_key(c.mass) >> shift) & (kBuckets - 1)); };
+    double bucket_mass[kBuckets] = {};
+    for (const Entry& c : candidates) bucket_mass[bucket(c)] += c.mass;
+    int last = kBuckets - 1;
+    double cumulative = 0.0;
+    for (int b = 0; b < kBuckets; ++b)
+      if ((cumulative += bucket_mass[b]) > cap * (1.0 + 1e-6)) {
+        last = b;
+        break;
+      }
+    int narrowed = 0;  // in place, in the candidates' order: the sort below stays the same stable sort
+    for (int c = 0; c < size; ++c) {
+      candidates[narrowed] = candidates[c];
+      narrowed += bucket(candidates[c]) <= last;
+    }
+    std::vector<int>& order = workspace.order;
+    positions_by_key(narrowed, [&](int c) { return increasing_key(candidates[c].mass); }, order);
+    return leave_prefix([&](int k) -> const Entry& { return candidates[order[k]]; }, narrowed);
+  };
+  int leaving = 0;
   if (size > kSelectUpTo) {
-    const std::vector<int> order = positions_by_key(size, [&](int c) { return increasing_key(candidates[c].mass); });
-    leave_prefix([&](int k) -> const Entry& { return candidates[order[k]]; }, size);
+    leaving = narrowed_and_sorted();
   } else if (size <= kFewLeave) {
     std::sort(candidates.begin(), candidates.end());
-    leave_prefix(in_order, size);
+    leaving = leave_prefix(in_order, size);
   } else {
     std::nth_element(candidates.begin(), candidates.begin() + (kFewLeave - 1), candidates.end());
     std::sort(candidates.begin(), candidates.begin() + kFewLeave);
-    if (leave_prefix(in_order, kFewLeave) == kFewLeave) {  // they all leave: order the rest too
-      std::sort(candidates.begin() + kFewLeave, candidates.end());
-      leave_prefix(in_order, size);
+    leaving = leave_prefix(in_order, kFewLeave);
+    if (leaving == kFewLeave) {  // they all leave: every candidate again, in order
+      gather();
+      leaving = narrowed_and_sorted();
     }
   }
   std::vector<int> kept;
-  kept.reserve(count);
+  kept.reserve(count - leaving);
   for (int j = 0; j < count; ++j)
     if (!leaves[j]) kept.push_back(j);
   return kept;
@@ -273,10 +343,11 @@ class GlobalResolutionPlan {
                            n, options.tau, outer_.truncation_error);
     const int outer_size = static_cast<int>(outer_kept.size());
     outer_.threshold = 5.0 * options.tau - slack_threshold * outer_.truncation_error;
-    std::vector<int> outer_tokens(outer_size);
+    std::vector<int> outer_tokens(outer_size), outer_positions(outer_size);  // the latter in the support
     std::vector<double> outer_targets(outer_size);
     for (int k = 0; k < outer_size; ++k) {
       outer_tokens[k] = outer_order[outer_kept[k]];
+      outer_positions[k] = split.order_positions[split.h + outer_kept[k]];
       outer_targets[k] = split.outer_rows[outer_kept[k]];
     }
     const SystemSolution outer =
@@ -287,21 +358,22 @@ class GlobalResolutionPlan {
 
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
-    support_class_.resize(split.support.size());  // kOuter / kInner; Z marked below
-    for (std::size_t k = 0; k < split.order.size(); ++k)
-      support_class_[split.order_positions[k]] = k < static_cast<std::size_t>(split.h) ? kInner : kOuter;
-    std::vector<int> inner_tokens;
-    inner_tokens.reserve(split.h);
+    support_class_.resize(split.support.size());
+    std::vector<int> inner_tokens(split.h), inner_positions(split.h);  // the latter in the support
+    int inner_count = 0;
     double mass_Z = 0.0;
     for (int k = 0; k < split.h; ++k) {
-      const int t = split.order[k];
-      if (p[t] > 0.0) {
-        inner_tokens.push_back(t);
-      } else {
-        mass_Z += q[t];
-        support_class_[split.order_positions[k]] = kZ;
-      }
+      const int t = split.order[k], position = split.order_positions[k];
+      const bool target = p[t] > 0.0;
+      support_class_[position] = target ? kInner : kZ;
+      inner_tokens[inner_count] = t;  // written unconditionally, kept when p > 0
+      inner_positions[inner_count] = position;
+      inner_count += target;
+      if (!target) mass_Z += q[t];
     }
+    inner_tokens.resize(inner_count);
+    inner_positions.resize(inner_count);
+    for (std::size_t k = split.h; k < split.order.size(); ++k) support_class_[split.order_positions[k]] = kOuter;
     std::vector<int> inner_kept = minimal_truncation(
         static_cast<int>(inner_tokens.size()), [&](int j) { return q[inner_tokens[j]]; }, mass_H, n, options.tau,
         inner_.truncation_error);
@@ -310,8 +382,12 @@ class GlobalResolutionPlan {
       inner_.truncation_error = integer_power(mass_H, n);
     }
     const int inner_size = static_cast<int>(inner_kept.size());
-    for (int k = 0; k < inner_size; ++k) inner_tokens[k] = inner_tokens[inner_kept[k]];  // kept[k] >= k
+    for (int k = 0; k < inner_size; ++k) {  // kept[k] >= k
+      inner_tokens[k] = inner_tokens[inner_kept[k]];
+      inner_positions[k] = inner_positions[inner_kept[k]];
+    }
     inner_tokens.resize(inner_size);
+    inner_positions.resize(inner_size);
     inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
     std::vector<double> inner_targets(inner_size);
     double mass_T = 0.0;
@@ -325,11 +401,45 @@ class GlobalResolutionPlan {
     const SystemSolution inner = solve_system(
         inner_tokens, q, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets, true, inner_, &inner_acceptance);
 
-    truncated_.reserve(outer_size + inner_size);
+    // The solutions by support position (a per-thread workspace), read back in the support's
+    // increasing ids: truncated_ comes out sorted, and the exact plan's law r with it, without a sort.
+    struct Solved {
+      double alpha, row;
+    };
+    struct BySupport {
+      std::vector<char> in_T;
+      std::vector<Solved> solved;
+    };
+    thread_local BySupport at;
+    const std::size_t support_size = split.support.size();
+    std::vector<char>& in_T = at.in_T;  // references: a thread_local named in a lambda is looked up at every use
+    std::vector<Solved>& solved = at.solved;
+    in_T.assign(support_size, 0);
+    solved.resize(support_size);
+    int truncated_size = 0;
+    auto place = [&](const std::vector<int>& positions, const SystemSolution& solution) {
+      for (std::size_t k = 0; k < positions.size(); ++k) {
+        in_T[positions[k]] = 1;
+        solved[positions[k]] = {solution.alpha[k], solution.rows_known ? solution.rows[k] : 0.0};
+      }
+      truncated_size += static_cast<int>(positions.size());
+    };
+    auto read_truncated = [&] {
+      truncated_.resize(truncated_size);
+      int written = 0;
+      for (std::size_t begin = 0; begin < support_size; begin += 8) {  // 8 flags at a time: T may be sparse
+        const std::size_t end = std::min(begin + 8, support_size);
+        std::uint64_t flags = 1;  // a short last group is read flag by flag
+        if (end - begin == 8) std::memcpy(&flags, in_T.data() + begin, 8);
+        if (flags == 0) continue;
+        for (std::size_t i = begin; i < end; ++i)
+          if (in_T[i]) truncated_[written++] = {split.support[i], solved[i].alpha};
+      }
+    };
     if (!options.exact) {
-      for (int k = 0; k < outer_size; ++k) truncated_.push_back({outer_tokens[k], outer.alpha[k], 0.0});
-      for (int k = 0; k < inner_size; ++k) truncated_.push_back({inner_tokens[k], inner.alpha[k], 0.0});
-      sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
+      place(outer_positions, outer);
+      place(inner_positions, inner);
+      read_truncated();
       rejection_law_ = std::move(split.law);
       support_ = std::move(split.support);
       alpha_ = std::clamp(integer_power(q_total, n) - integer_power(mass_H, n) + inner_acceptance, 0.0, 1.0);
@@ -337,15 +447,15 @@ class GlobalResolutionPlan {
     }
     // Exact plan: T is kept only where the rows are known; the candidate law r (see the header).
     double outer_T = 0.0, inner_T = 0.0;  // Q(T) of each kept system
-    auto keep = [&](const std::vector<int>& tokens, const SystemSolution& solution, double& mass) {
-      if (!solution.rows_known) return;
-      for (std::size_t k = 0; k < tokens.size(); ++k) {
-        truncated_.push_back({tokens[k], solution.alpha[k], solution.rows[k]});
-        mass += q[tokens[k]];
-      }
-    };
-    keep(outer_tokens, outer, outer_T);
-    keep(inner_tokens, inner, inner_T);
+    if (outer.rows_known) {
+      place(outer_positions, outer);
+      for (int t : outer_tokens) outer_T += q[t];
+    }
+    if (inner.rows_known) {
+      place(inner_positions, inner);
+      inner_T = mass_T;  // the same sum, in the same order
+    }
+    read_truncated();
     // A system without rows has an empty T: its truncation error is that of the empty set.
     auto untruncated = [&](SystemReport& report, double block, double base) {
       report.truncation_size = 0;
@@ -354,24 +464,22 @@ class GlobalResolutionPlan {
     };
     if (!outer.rows_known) untruncated(outer_, q_total, mass_H);
     if (!inner.rows_known) untruncated(inner_, mass_H, mass_Z);
-    sort_by_key(truncated_, [](const TruncatedToken& x) { return static_cast<std::uint64_t>(x.token); });
     const double outer_rest = std::max(q_total - mass_H - outer_T, 0.0);  // Q_R
     const double inner_rest = std::max(mass_H - mass_Z - inner_T, 0.0);   // Q_Ri
     const double first_outer = first_draft_factor(q_total - outer_rest, q_total);
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
-    correction_ = OutputCorrection(p, V, split.support.size(), [&](auto&& propose) {
-      auto x = truncated_.begin();  // by increasing id, as the support
-      for (std::size_t i = 0; i < split.support.size(); ++i) {  // r = 0 off the draft support and on Z
-        const int t = split.support[i];
-        if (support_class_[i] == kZ) continue;
-        if (x != truncated_.end() && x->token == t) {  // the system's row on T
-          propose(t, std::max((x++)->row, 0.0));
-        } else {  // the first-draft law
-          propose(t, q[t] * (support_class_[i] == kOuter ? first_outer : first_inner));
-        }
-      }
-    });
     support_ = std::move(split.support);
+    std::vector<double> law(support_size);  // r: the system's row on T, else the first-draft law; 0 on Z
+    const char *in_T_flags = in_T.data(), *classes = support_class_.data();
+    const Solved* solved_at = solved.data();
+    const int* token = support_.data();
+    double* r = law.data();
+#pragma omp simd
+    for (std::size_t i = 0; i < support_size; ++i) {
+      const double first_draft = q.data[token[i]] * q.scale * (classes[i] == kOuter ? first_outer : first_inner);
+      r[i] = in_T_flags[i] ? std::max(solved_at[i].row, 0.0) : classes[i] == kZ ? 0.0 : first_draft;
+    }
+    correction_ = OutputCorrection(p, V, support_, std::move(law));
     alpha_ = correction_.kept();
     law_error_bound_ = (outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0);
   }
@@ -475,7 +583,6 @@ class GlobalResolutionPlan {
   struct TruncatedToken {
     int token;
     double alpha;
-    double row;  // mass the system allocates to the token (exact plan)
     bool operator<(const TruncatedToken& other) const { return token < other.token; }
   };
 
@@ -498,7 +605,7 @@ class GlobalResolutionPlan {
   }
 
   const TruncatedToken* find_truncated(int t) const {
-    const auto found = std::lower_bound(truncated_.begin(), truncated_.end(), TruncatedToken{t, 0.0, 0.0});
+    const auto found = std::lower_bound(truncated_.begin(), truncated_.end(), TruncatedToken{t, 0.0});
     return found != truncated_.end() && found->token == t ? &*found : nullptr;
   }
 

@@ -35,25 +35,25 @@ class OutputCorrection {
  public:
   OutputCorrection() = default;
 
-  // p (V,), read in place with its scale (distribution.hpp's ScaledRow; it must outlive the
-  // correction), and the exact candidate law r, which is 0 except at the tokens that
-  // `candidate_law(propose)` passes to propose(y, r(y)), each at most once, by increasing y (at
-  // most `proposals` of them).
-  // Only those tokens are stored (O(draft support), no V-long array), each with one number:
-  // s(y) = p(y) - r(y) >= 0 where r(y) <= p(y) (the residual; y is always kept), else
-  // s(y) = p(y) / r(y) - 1 in [-1, 0) (keep probability 1 + s(y); no residual). Elsewhere the
-  // residual is p itself.
-  template <class CandidateLaw>
-  OutputCorrection(const ScaledRow& p, int V, std::size_t proposals, CandidateLaw candidate_law) : p_(p), V_(V) {
-    tokens_.reserve(proposals);
-    surplus_.reserve(proposals);
+  // p (V,) with its scale (distribution.hpp's ScaledRow), and the exact candidate law r: `law` at
+  // `tokens` (increasing ids), 0 elsewhere. p and the tokens are viewed, not copied (they must
+  // outlive the correction: the plan's own row and draft support). One number is stored per token
+  // (O(draft support), no V-long array), in place of its r: s(y) = p(y) - r(y) >= 0 where
+  // r(y) <= p(y) (the residual; y is always kept), else s(y) = p(y) / r(y) - 1 in [-1, 0) (keep
+  // probability 1 + s(y); no residual). Elsewhere the residual is p itself. A token with
+  // r(y) = p(y) = 0 behaves as one not listed.
+  OutputCorrection(const ScaledRow& p, int V, const std::vector<int>& tokens, std::vector<double> law)
+      : p_(p), V_(V), tokens_(tokens.data()), count_(tokens.size()), surplus_(std::move(law)) {
+    const int* t = tokens_;
+    double* s = surplus_.data();
     double kept = 0.0;
-    candidate_law([&](int y, double r) {
-      const double py = p[y];
-      tokens_.push_back(y);
-      surplus_.push_back(r <= py ? py - r : py / r - 1.0);
-      kept += std::min(r, py);
-    });
+    for (std::size_t e = 0; e < count_; ++e) kept += std::min(s[e], p[t[e]]);  // by increasing id
+    const double *x = p.data, scale = p.scale;
+#pragma omp simd
+    for (std::size_t e = 0; e < count_; ++e) {
+      const double py = x[t[e]] * scale, r = s[e];
+      s[e] = r <= py ? py - r : py / r - 1.0;
+    }
     kept_ = kept;
   }
 
@@ -61,9 +61,9 @@ class OutputCorrection {
   double kept() const { return kept_; }
 
   double keep_probability(int y) const {
-    const auto found = std::lower_bound(tokens_.begin(), tokens_.end(), y);
-    if (found == tokens_.end() || *found != y) return 1.0;  // r(y) = 0
-    const double s = surplus_[found - tokens_.begin()];
+    const int* found = std::lower_bound(tokens_, tokens_ + count_, y);
+    if (found == tokens_ + count_ || *found != y) return 1.0;  // r(y) = 0
+    const double s = surplus_[found - tokens_];
     return s >= 0.0 ? 1.0 : 1.0 + s;
   }
 
@@ -75,7 +75,7 @@ class OutputCorrection {
     const double *x = p_.data, scale = p_.scale;
 #pragma omp simd
     for (int y = 0; y < V; ++y) out[y] = x[y] * scale;  // the residual (p - r)^+, then scaled
-    for (std::size_t e = 0; e < tokens_.size(); ++e) out[tokens_[e]] = surplus_[e] > 0.0 ? surplus_[e] : 0.0;
+    for (std::size_t e = 0; e < count_; ++e) out[tokens_[e]] = surplus_[e] > 0.0 ? surplus_[e] : 0.0;
     double residual = 0.0;
 #pragma omp simd reduction(+ : residual)
     for (int y = 0; y < V; ++y) residual += out[y];
@@ -136,7 +136,7 @@ class OutputCorrection {
       blocks[b] = block;
     }
     auto residual_at = [&](std::size_t e) { return surplus_[e] > 0.0 ? surplus_[e] : 0.0; };
-    for (std::size_t e = 0; e < tokens_.size(); ++e) blocks[tokens_[e] / kBlock] += residual_at(e) - p_[tokens_[e]];
+    for (std::size_t e = 0; e < count_; ++e) blocks[tokens_[e] / kBlock] += residual_at(e) - p_[tokens_[e]];
     double total = 0.0;
     for (double& block : blocks) total += block = std::max(block, 0.0);  // cancellation never leaves less
     if (!(total > 0.0)) return -1;
@@ -150,10 +150,10 @@ class OutputCorrection {
         cumulative += blocks[b];
         continue;
       }
-      e = std::lower_bound(tokens_.begin() + e, tokens_.end(), begin) - tokens_.begin();
+      e = std::lower_bound(tokens_ + e, tokens_ + count_, begin) - tokens_;
       for (int i = begin; i < end; ++i) {
         double w;
-        if (e < tokens_.size() && tokens_[e] == i) {
+        if (e < count_ && tokens_[e] == i) {
           w = residual_at(e++);
         } else {
           w = p_[i];
@@ -166,8 +166,8 @@ class OutputCorrection {
     }
     if (last >= 0) return last;
     for (int i = V_ - 1; i >= 0; --i) {  // round-off past every walked block: the last token of positive weight
-      const auto found = std::lower_bound(tokens_.begin(), tokens_.end(), i);
-      const double w = found != tokens_.end() && *found == i ? residual_at(found - tokens_.begin()) : p_[i];
+      const int* found = std::lower_bound(tokens_, tokens_ + count_, i);
+      const double w = found != tokens_ + count_ && *found == i ? residual_at(found - tokens_) : p_[i];
       if (w > 0.0) return i;
     }
     return -1;
@@ -175,7 +175,8 @@ class OutputCorrection {
 
   ScaledRow p_{nullptr};
   int V_ = 0;
-  std::vector<int> tokens_;       // the proposed tokens, increasing
+  const int* tokens_ = nullptr;   // the tokens of the law, increasing (viewed)
+  std::size_t count_ = 0;
   std::vector<double> surplus_;   // s at each of them
   double kept_ = 0.0;
 };
