@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "multidraft/chebyshev_pieces.hpp"  // log_positive
 #include "multidraft/convex.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/network_builders.hpp"
@@ -547,21 +548,34 @@ class GlobalResolutionPlan {
     double Q = base;
     for (double x : member_mass) Q += x;
     const double k = (n_ - 1) / Q;
-    std::vector<double> odds(m, -1.0);  // o'_i; -1: not coverable
+    // Branch-free loops over every member (full vocabularies: ~32000), the logarithm by
+    // log_positive (vectorised; within a few ulps of std::log, and a start needs no more).
+    std::vector<double> odds(m);  // o'_i; -1: not coverable
+    const double* __restrict mass = member_mass.data();
+    const double* __restrict target = targets.data();
+    double* __restrict o = odds.data();
+    const double whole = integer_power(Q, n_);
     double S = 0.0;
+#pragma omp simd reduction(+ : S)
     for (int i = 0; i < m; ++i) {
-      const double containing = integer_power(Q, n_) - integer_power(std::max(Q - member_mass[i], 0.0), n_);
-      if (containing <= targets[i]) continue;
-      const double alone = targets[i] / (containing - targets[i]);
-      odds[i] = alone / (1.0 + k * alone * member_mass[i]);
-      S += k * member_mass[i] * odds[i];
+      const double containing = whole - integer_power(std::max(Q - mass[i], 0.0), n_);
+      const bool coverable = containing > target[i];
+      const double alone = target[i] / (coverable ? containing - target[i] : 1.0);
+      o[i] = coverable ? alone / (1.0 + k * alone * mass[i]) : -1.0;
+      S += coverable ? k * mass[i] * o[i] : 0.0;
     }
     const double level = S < 1.0 ? 1.0 / (1.0 - S) : 1.0;  // 1 + k s
     double highest = -30.0;
-    for (int i = 0; i < m; ++i)
-      if (odds[i] >= 0.0) highest = std::max(highest, start[i] = std::clamp(std::log(odds[i] * level), -30.0, 30.0));
-    for (int i = 0; i < m; ++i)
-      if (odds[i] < 0.0) start[i] = std::min(highest + 5.0, 30.0);
+    double* __restrict a = start.data();
+#pragma omp simd reduction(max : highest)
+    for (int i = 0; i < m; ++i) {
+      // log of at least 1e-300 (clamped to -30 anyway): log_positive takes normal numbers only
+      a[i] = o[i] >= 0.0 ? std::clamp(log_positive(std::max(o[i] * level, 1e-300)), -30.0, 30.0) : 0.0;
+      highest = o[i] >= 0.0 ? std::max(highest, a[i]) : highest;
+    }
+    const double uncovered = std::min(highest + 5.0, 30.0);
+#pragma omp simd
+    for (int i = 0; i < m; ++i) a[i] = o[i] < 0.0 ? uncovered : a[i];
     return start;
   }
 
