@@ -142,9 +142,26 @@ class LaplaceInterpolation {
   };
 
   // The grid over v = log x: occupied pieces of width 2W, each variable in a slot of its
-  // piece's block range (ranges padded to whole blocks of kLanes; padding slots have q = 0).
+  // piece's block range (ranges padded to whole blocks of kLanes; padding slots have q = 0), and
+  // P points per piece. The slots are kept when x and q are those of the last call (a coarse
+  // pass's point certified: minimise_newton).
   template <int P>
   void place(const Eigen::VectorXd& x, const std::vector<double>& q) {
+    const bool same = x.size() == placed_x_.size() && q.size() == placed_q_.size() &&
+                      std::equal(q.begin(), q.end(), placed_q_.begin()) && x == placed_x_;
+    if (!same) place_variables(x, q);
+    const int occupied = static_cast<int>(centres_.size());
+    // The points: x = e^{centre + W cos(pi (i + 1/2) / P)}.
+    points_.resize(static_cast<std::size_t>(occupied) * P);
+    for (int o = 0; o < occupied; ++o)
+      for (int i = 0; i < P; ++i) points_[o * P + i] = std::exp(centres_[o] + kHalfWidth * std::cos(M_PI * (i + 0.5) / P));
+    point_low_ = std::exp(centres_.front() - kHalfWidth);
+    point_high_ = std::exp(centres_.back() + kHalfWidth);
+  }
+
+  void place_variables(const Eigen::VectorXd& x, const std::vector<double>& q) {
+    placed_x_ = x;
+    placed_q_ = q;
     const int m = static_cast<int>(x.size());
     logs_.resize(m);
     piece_.resize(m);
@@ -204,12 +221,6 @@ class LaplaceInterpolation {
     for (int o = 0; o < occupied; ++o)  // padding: no variable, q = 0
       for (int slot = fill_[o * kSortLanes + kSortLanes - 1]; slot < start_[o + 1]; ++slot)
         order_[slot] = -1, xi_[slot] = xs_[slot] = qs_[slot] = 0.0;
-    // The points: x = e^{centre + W cos(pi (i + 1/2) / P)}.
-    points_.resize(static_cast<std::size_t>(occupied) * P);
-    for (int o = 0; o < occupied; ++o)
-      for (int i = 0; i < P; ++i) points_[o * P + i] = std::exp(centres_[o] + kHalfWidth * std::cos(M_PI * (i + 0.5) / P));
-    point_low_ = std::exp(centres_.front() - kHalfWidth);
-    point_high_ = std::exp(centres_.back() + kHalfWidth);
   }
 
   // c_ji = (2 - [j = 0]) / P cos(pi j (i + 1/2) / P): values at the points -> Chebyshev coefficients.
@@ -711,7 +722,8 @@ class LaplaceInterpolation {
   bool coarse_ = false;
   double c_ = 0.0;
   // The grid and the variables in slot order.
-  std::vector<double> logs_, centres_, points_, xi_, xs_, qs_;
+  std::vector<double> logs_, centres_, points_, xi_, xs_, qs_, placed_q_;
+  Eigen::VectorXd placed_x_;
   std::vector<int> piece_, count_, start_, fill_, order_;
   double point_low_ = 1.0, point_high_ = 1.0;
   // The nodes in t and what products reuse: t_j, h t_j e^{-t_j c}, K per node, e^{-i t_j X}.
