@@ -36,6 +36,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -547,21 +548,48 @@ class GlobalResolutionPlan {
     double Q = base;
     for (double x : member_mass) Q += x;
     const double k = (n_ - 1) / Q;
-    std::vector<double> odds(m, -1.0);  // o'_i; -1: not coverable
+    // Branch-free loops over every member (full vocabularies: ~32000); the first vectorises with
+    // n a compile-time constant (n <= 4).
+    std::vector<double> odds(m);  // o'_i; -1: not coverable
+    const double* __restrict mass = member_mass.data();
+    const double* __restrict target = targets.data();
+    double* __restrict o = odds.data();
+    const double whole = integer_power(Q, n_);
     double S = 0.0;
-    for (int i = 0; i < m; ++i) {
-      const double containing = integer_power(Q, n_) - integer_power(std::max(Q - member_mass[i], 0.0), n_);
-      if (containing <= targets[i]) continue;
-      const double alone = targets[i] / (containing - targets[i]);
-      odds[i] = alone / (1.0 + k * alone * member_mass[i]);
-      S += k * member_mass[i] * odds[i];
+    auto scan = [&](auto size) {  // size: n as a compile-time constant (the loop vectorises), or 0
+      constexpr int kSize = decltype(size)::value;
+#pragma omp simd reduction(+ : S)
+      for (int i = 0; i < m; ++i) {
+        const double rest = std::max(Q - mass[i], 0.0);
+        double without = kSize ? 1.0 : integer_power(rest, n_);
+        for (int j = 0; j < kSize; ++j) without *= rest;
+        const double containing = whole - without;
+        const bool coverable = containing > target[i];
+        const double alone = target[i] / (coverable ? containing - target[i] : 1.0);
+        o[i] = coverable ? alone / (1.0 + k * alone * mass[i]) : -1.0;
+        S += coverable ? k * mass[i] * o[i] : 0.0;
+      }
+    };
+    switch (n_) {
+      case 2: scan(std::integral_constant<int, 2>{}); break;
+      case 3: scan(std::integral_constant<int, 3>{}); break;
+      case 4: scan(std::integral_constant<int, 4>{}); break;
+      default: scan(std::integral_constant<int, 0>{});
     }
     const double level = S < 1.0 ? 1.0 / (1.0 - S) : 1.0;  // 1 + k s
     double highest = -30.0;
-    for (int i = 0; i < m; ++i)
-      if (odds[i] >= 0.0) highest = std::max(highest, start[i] = std::clamp(std::log(odds[i] * level), -30.0, 30.0));
-    for (int i = 0; i < m; ++i)
-      if (odds[i] < 0.0) start[i] = std::min(highest + 5.0, 30.0);
+    double* __restrict a = start.data();
+#pragma omp simd reduction(max : highest)
+    for (int i = 0; i < m; ++i) {
+      // log of at least 1e-300: clamped to -30 anyway
+      const double odds_level = o[i] * level, logarithm = std::log(odds_level > 1e-300 ? odds_level : 1e-300);
+      const double clamped = logarithm < -30.0 ? -30.0 : logarithm > 30.0 ? 30.0 : logarithm;
+      a[i] = o[i] >= 0.0 ? clamped : 0.0;
+      highest = std::max(highest, o[i] >= 0.0 ? clamped : -30.0);
+    }
+    const double uncovered = std::min(highest + 5.0, 30.0);
+#pragma omp simd
+    for (int i = 0; i < m; ++i) a[i] = o[i] < 0.0 ? uncovered : a[i];
     return start;
   }
 

@@ -100,7 +100,7 @@ class LaplaceInterpolation {
  private:
   static constexpr int kLanes = 8;   // slots of a piece's range are padded to a multiple of this
   static constexpr int kSortLanes = 4;  // counters per piece while placing the variables
-  static constexpr int kChunk = 256;  // slots per anterpolation / interpolation product
+  static constexpr int kChunk = 64;  // slots per anterpolation product (its Chebyshev basis stays in L1)
   static constexpr int kCurvatureTerms = 8;  // Chebyshev terms of the Hessian diagonal's functions
   // An interpolated diagonal |D1 + x D2| below this fraction of |D1| + |x D2| lost too many digits
   // (8 Chebyshev terms: about 1e-7 of each part): the variable's Hessian terms are summed per node.
@@ -142,9 +142,26 @@ class LaplaceInterpolation {
   };
 
   // The grid over v = log x: occupied pieces of width 2W, each variable in a slot of its
-  // piece's block range (ranges padded to whole blocks of kLanes; padding slots have q = 0).
+  // piece's block range (ranges padded to whole blocks of kLanes; padding slots have q = 0), and
+  // P points per piece. The slots are kept when x and q are those of the last call (a coarse
+  // pass's point certified: minimise_newton).
   template <int P>
   void place(const Eigen::VectorXd& x, const std::vector<double>& q) {
+    const bool same = x.size() == placed_x_.size() && q.size() == placed_q_.size() &&
+                      std::equal(q.begin(), q.end(), placed_q_.begin()) && x == placed_x_;
+    if (!same) place_variables(x, q);
+    const int occupied = static_cast<int>(centres_.size());
+    // The points: x = e^{centre + W cos(pi (i + 1/2) / P)}.
+    points_.resize(static_cast<std::size_t>(occupied) * P);
+    for (int o = 0; o < occupied; ++o)
+      for (int i = 0; i < P; ++i) points_[o * P + i] = std::exp(centres_[o] + kHalfWidth * std::cos(M_PI * (i + 0.5) / P));
+    point_low_ = std::exp(centres_.front() - kHalfWidth);
+    point_high_ = std::exp(centres_.back() + kHalfWidth);
+  }
+
+  void place_variables(const Eigen::VectorXd& x, const std::vector<double>& q) {
+    placed_x_ = x;
+    placed_q_ = q;
     const int m = static_cast<int>(x.size());
     logs_.resize(m);
     piece_.resize(m);
@@ -204,12 +221,6 @@ class LaplaceInterpolation {
     for (int o = 0; o < occupied; ++o)  // padding: no variable, q = 0
       for (int slot = fill_[o * kSortLanes + kSortLanes - 1]; slot < start_[o + 1]; ++slot)
         order_[slot] = -1, xi_[slot] = xs_[slot] = qs_[slot] = 0.0;
-    // The points: x = e^{centre + W cos(pi (i + 1/2) / P)}.
-    points_.resize(static_cast<std::size_t>(occupied) * P);
-    for (int o = 0; o < occupied; ++o)
-      for (int i = 0; i < P; ++i) points_[o * P + i] = std::exp(centres_[o] + kHalfWidth * std::cos(M_PI * (i + 0.5) / P));
-    point_low_ = std::exp(centres_.front() - kHalfWidth);
-    point_high_ = std::exp(centres_.back() + kHalfWidth);
   }
 
   // c_ji = (2 - [j = 0]) / P cos(pi j (i + 1/2) / P): values at the points -> Chebyshev coefficients.
@@ -336,14 +347,14 @@ class LaplaceInterpolation {
     exponentials_.resize(N);
     scaled_.resize(N);
     for (int i = 1; i <= N; ++i) {
-      Matrix& e = exponentials_[i - 1];
-      Matrix& scaled = scaled_[i - 1];
+      GrowingMatrix& e = exponentials_[i - 1];
+      GrowingMatrix& scaled = scaled_[i - 1];
       e.resize(nodes_, points);
       scaled.resize(nodes_, points);
       for (int j = 0; j < nodes_; ++j) {
         const double t = t_[j];
-        double* __restrict row = e.row(j).data();
-        double* __restrict scaled_row = scaled.row(j).data();
+        double* __restrict row = e.row(j);
+        double* __restrict scaled_row = scaled.row(j);
         const double* __restrict xs = points_.data();
 #pragma omp simd
         for (int a = 0; a < points; ++a) {
@@ -414,8 +425,8 @@ class LaplaceInterpolation {
     // e^{-tc} there), and h t e^{-tc} (K S)_k.
     std::vector<Matrix> sums(N), scaled_sums(N);  // Psi_k(i t_j) and t_j Phi_k(i t_j) by [i - 1](j, k - 1)
     for (int i = 1; i <= N; ++i) {
-      sums[i - 1].noalias() = exponentials_[i - 1] * moments;
-      scaled_sums[i - 1].noalias() = scaled_[i - 1] * moments;
+      sums[i - 1].noalias() = exponentials_[i - 1].matrix() * moments;
+      scaled_sums[i - 1].noalias() = scaled_[i - 1].matrix() * moments;
     }
     K_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
     S_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
@@ -453,8 +464,8 @@ class LaplaceInterpolation {
     Matrix values(points, two_bases ? 5 * N : 4 * N);
     values.setZero();
     for (int i = 0; i < N; ++i) {
-      const Matrix transforms = exponentials_[i].transpose() * measures;  // at (i + 1) x
-      const Matrix scaled_transforms = scaled_[i].transpose() * measures.leftCols(N);  // x F_ki^t
+      const Matrix transforms = exponentials_[i].matrix().transpose() * measures;  // at (i + 1) x
+      const Matrix scaled_transforms = scaled_[i].matrix().transpose() * measures.leftCols(N);  // x F_ki^t
       for (int k = 0; k + i < N; ++k) {
         const double cik = coefficient.c[i][k];
         values.col(k) += cik * transforms.col(k);
@@ -612,10 +623,10 @@ class LaplaceInterpolation {
         [&](int s0, int count, auto& w) {
           const double* __restrict qs = qs_.data() + s0;
           double* __restrict first = w.col(0).data();
-          for (int c = 0; c < count; ++c) {  // v q (0 in padding slots)
-            const int u = order_[s0 + c];
-            first[c] = u < 0 ? 0.0 : v[u] * qs[c];
-          }
+          const int* __restrict order = order_.data() + s0;
+          const double* __restrict vs = v.data();
+#pragma omp simd
+          for (int c = 0; c < count; ++c) first[c] = vs[std::max(order[c], 0)] * qs[c];  // padding: q = 0
           for (int f = 1; f < F; ++f) {
             const double* __restrict lower = w.col(f - 1).data();
             double* __restrict column = w.col(f).data();
@@ -627,7 +638,7 @@ class LaplaceInterpolation {
     Matrix measures(nodes_, N);
     measures.setZero();
     std::vector<Matrix> sums(N);
-    for (int i = 1; i < N; ++i) sums[i - 1].noalias() = scaled_[i - 1] * moments;
+    for (int i = 1; i < N; ++i) sums[i - 1].noalias() = scaled_[i - 1].matrix() * moments;
     std::vector<double> node_sums(exact_slots_.empty() ? 0 : static_cast<std::size_t>(nodes_) * (N + 1), 0.0);
     for (int j = 0; j < nodes_; ++j) {
       double R[N + 1] = {};
@@ -644,7 +655,7 @@ class LaplaceInterpolation {
     Matrix values(points, N);
     values.setZero();
     for (int i = 0; i + 1 < N; ++i) {
-      const Matrix transforms = exponentials_[i].transpose() * measures;
+      const Matrix transforms = exponentials_[i].matrix().transpose() * measures;
       for (int k = 1; k + i < N; ++k) values.col(k) += coefficient.c[i][k] * transforms.col(k);
     }
     coefficients<P>(values, coefficient_rows);
@@ -711,12 +722,15 @@ class LaplaceInterpolation {
   bool coarse_ = false;
   double c_ = 0.0;
   // The grid and the variables in slot order.
-  std::vector<double> logs_, centres_, points_, xi_, xs_, qs_;
+  std::vector<double> logs_, centres_, points_, xi_, xs_, qs_, placed_q_;
+  Eigen::VectorXd placed_x_;
   std::vector<int> piece_, count_, start_, fill_, order_;
   double point_low_ = 1.0, point_high_ = 1.0;
   // The nodes in t and what products reuse: t_j, h t_j e^{-t_j c}, K per node, e^{-i t_j X}.
   std::vector<double> t_, weight_, K_, S_;
-  std::vector<Matrix> exponentials_, scaled_;
+  // Only grow (GrowingMatrix): fresh blocks of this size are mapped page by page, and their size
+  // changes with every point's spread (measured: 0.65 ms of page faults in a 1.7 MB table).
+  std::vector<GrowingMatrix> exponentials_, scaled_;
   // Slots whose diagonal cancelled (summed per node: exact_terms), flagged per slot, and their
   // exact diagonal.
   std::vector<int> exact_slots_;
