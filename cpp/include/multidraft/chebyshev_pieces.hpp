@@ -62,6 +62,19 @@ inline double log_positive(double y) {
   return exponent * kLog2High + (2.0 * s * series + exponent * kLog2Low);
 }
 
+// logs[k] = log(c + x[k]) for k < m (vectorised), and their range [low, high].
+inline void logs_with_range(const double* __restrict x, int m, double c, double* __restrict logs, double& low,
+                            double& high) {
+  double lowest = std::numeric_limits<double>::infinity(), highest = -lowest;
+#pragma omp simd reduction(min : lowest) reduction(max : highest)
+  for (int k = 0; k < m; ++k) {
+    logs[k] = log_positive(c + x[k]);
+    lowest = std::min(lowest, logs[k]);
+    highest = std::max(highest, logs[k]);
+  }
+  low = lowest, high = highest;
+}
+
 // Pieces [u_0 + 2 j W, u_0 + 2 (j + 1) W] of the log axis, kNodes first-kind Chebyshev points
 // each (interpolants of degree kNodes - 1). Pieces holding no point (ChebyshevPoints::place)
 // stay unoccupied: their nodes need no values.
@@ -248,13 +261,8 @@ struct SortedPoints {
     logs_.resize(m);
     const double* __restrict powers = power.data();
     double* __restrict logs = logs_.data();
-    double low = std::numeric_limits<double>::infinity(), high = -low;
-#pragma omp simd reduction(min : low) reduction(max : high)
-    for (int k = 0; k < m; ++k) {
-      logs[k] = log_positive(c + powers[k]);
-      low = std::min(low, logs[k]);
-      high = std::max(high, logs[k]);
-    }
+    double low, high;
+    logs_with_range(powers, m, c, logs, low, high);
     grid.cover(low, high);
     piece_.resize(m);
     int* __restrict pieces = piece_.data();

@@ -167,13 +167,8 @@ class LaplaceInterpolation {
     piece_.resize(m);
     const double* __restrict xv = x.data();
     double* __restrict logs = logs_.data();
-    double low = std::numeric_limits<double>::infinity(), high = -low;
-#pragma omp simd reduction(min : low) reduction(max : high)
-    for (int u = 0; u < m; ++u) {
-      logs[u] = log_positive(xv[u]);
-      low = std::min(low, logs[u]);
-      high = std::max(high, logs[u]);
-    }
+    double low, high;
+    logs_with_range(xv, m, 0.0, logs, low, high);
     const int pieces = std::max(1, static_cast<int>(std::ceil((high - low) / (2.0 * kHalfWidth))));
     const double centre0 = 0.5 * (low + high) - (pieces - 1) * kHalfWidth;  // the grid centred on the points
     // (log x - centre0 + W) / 2W >= 0: truncation is the floor.
