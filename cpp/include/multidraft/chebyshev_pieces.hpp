@@ -75,6 +75,16 @@ inline void logs_with_range(const double* __restrict x, int m, double c, double*
   low = lowest, high = highest;
 }
 
+// The map from values at the first-kind points t_i = cos(pi (i + 1/2) / N) to the Chebyshev
+// coefficients of their interpolant: c_j = (2 - [j = 0]) / N sum_i f_i T_j(t_i) (N x N).
+inline Eigen::MatrixXd chebyshev_transform(int points) {
+  Eigen::MatrixXd transform(points, points);
+  for (int j = 0; j < points; ++j)
+    for (int i = 0; i < points; ++i)
+      transform(j, i) = (j == 0 ? 1.0 : 2.0) / points * std::cos(M_PI * j * (i + 0.5) / points);
+  return transform;
+}
+
 // Pieces [u_0 + 2 j W, u_0 + 2 (j + 1) W] of the log axis, kNodes first-kind Chebyshev points
 // each (interpolants of degree kNodes - 1). Pieces holding no point (ChebyshevPoints::place)
 // stay unoccupied: their nodes need no values.
@@ -149,15 +159,12 @@ class ChebyshevPieces {
 
  private:
   // Points t_i = cos(pi (i + 1/2) / N) and the map from values at them to Chebyshev
-  // coefficients, c_j = (2 - [j = 0]) / N sum_i f_i T_j(t_i).
+  // coefficients (chebyshev_transform).
   struct Reference {
     Eigen::VectorXd nodes;
     Eigen::MatrixXd transform;
-    Reference() : nodes(kNodes), transform(kNodes, kNodes) {
+    Reference() : nodes(kNodes), transform(chebyshev_transform(kNodes)) {
       for (int i = 0; i < kNodes; ++i) nodes[i] = std::cos(M_PI * (i + 0.5) / kNodes);
-      for (int j = 0; j < kNodes; ++j)
-        for (int i = 0; i < kNodes; ++i)
-          transform(j, i) = (j == 0 ? 1.0 : 2.0) / kNodes * std::cos(M_PI * j * (i + 0.5) / kNodes);
     }
   };
   static const Reference& reference() {

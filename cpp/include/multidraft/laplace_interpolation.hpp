@@ -23,7 +23,8 @@
 // Chebyshev interpolant's weights) with an absolute error at most eps_a sum_u q_u^k, which
 // perturbs K by a computable relative amount (kept in the gradient's bound).
 // The Hessian's diagonal and products follow from the same expansion with the series S(t) of
-// LaplaceSums (x-weighted sums, interpolated alike): conjugate gradients need no certificate.
+// LaplaceSums (its t x-weighted sums from the same moments): conjugate gradients need no
+// certificate. Variables whose interpolated diagonal cancels are summed per node instead.
 // Not in [GR]: Appendix K enumerates the terms.
 #pragma once
 #include <algorithm>
@@ -49,7 +50,6 @@ class LaplaceInterpolation {
   static constexpr LaplaceSums::Rule kCertified{0.3, 1e-13, 38.0, 1};
   static constexpr LaplaceSums::Rule kCoarse{0.45, 1e-8, 24.0, 1};
 
-  static bool handles(int n) { return LaplaceSums::handles(n); }
   // Worth it against LaplaceSums, which visits m variables at each of its nodes (about 2 ns
   // each); here about 60 ns per variable and 2 ns per (node, grid point, size) at the nodes
   // (measured: n = 3 and 4 break even near m = 400).
@@ -218,21 +218,16 @@ class LaplaceInterpolation {
         order_[slot] = -1, xi_[slot] = xs_[slot] = qs_[slot] = 0.0;
   }
 
-  // c_ji = (2 - [j = 0]) / P cos(pi j (i + 1/2) / P): values at the points -> Chebyshev coefficients.
+  // Values at a piece's P points -> Chebyshev coefficients (chebyshev_transform).
   template <int P>
-  static const Matrix& transform() {
-    static const Matrix instance = [] {
-      Matrix t(P, P);
-      for (int j = 0; j < P; ++j)
-        for (int i = 0; i < P; ++i) t(j, i) = (j == 0 ? 1.0 : 2.0) / P * std::cos(M_PI * j * (i + 0.5) / P);
-      return t;
-    }();
+  static const Eigen::MatrixXd& transform() {
+    static const Eigen::MatrixXd instance = chebyshev_transform(P);
     return instance;
   }
 
   // Calls body(o, s0, count, basis) for every chunk of at most kChunk slots of a piece, with
-  // basis (P x kChunk, row-major, count columns used): row p holds T_p(xi) at the chunk's slots.
-  // Anterpolation and interpolation are then matrix products on the chunk.
+  // basis (P x kChunk, row-major, count columns used): row p holds T_p(xi) at the chunk's slots
+  // (anterpolation: dot products over the chunk).
   template <int P, class Body>
   void for_each_chunk(Body&& body) const {
     Matrix basis(P, kChunk);
@@ -323,7 +318,7 @@ class LaplaceInterpolation {
   void coefficients(const Values& values, std::vector<double>& out) const {
     const int occupied = static_cast<int>(centres_.size()), G = static_cast<int>(values.cols());
     out.resize(static_cast<std::size_t>(occupied) * G * P);
-    const Matrix& t = transform<P>();
+    const Eigen::MatrixXd& t = transform<P>();
     for (int o = 0; o < occupied; ++o)
       for (int g = 0; g < G; ++g)
         for (int p = 0; p < P; ++p) {
@@ -598,7 +593,7 @@ class LaplaceInterpolation {
     double accepted = 0.0, gradient_bound = 0.0, accepted_bound = 0.0;
     for (int l = 0; l < kLanes; ++l)
       accepted += accepted_lanes[l], gradient_bound += gradient_bound_lanes[l], accepted_bound += accepted_bound_lanes[l];
-    // The bounds use interpolated Fabs, itself within interpolation_error + E_N of the true one.
+    // The bounds use Fabs from the quadrature and the perturbed K, within interpolation_error + E_N of the true one.
     gradient_error_ = std::max(gradient_bound, accepted_bound) / (1.0 - interpolation_error - E[N]);
     return accepted;
   }
@@ -690,21 +685,9 @@ class LaplaceInterpolation {
       const double t = t_[j], r = t * x, z = r < kExpLimit ? exp_negative(r) : 0.0;
       const double* K = &K_[static_cast<std::size_t>(j) * (N + 1)];
       const double* S = sums ? sums + static_cast<std::size_t>(j) * (N + 1) : &S_[static_cast<std::size_t>(j) * (N + 1)];
-      double phi[N + 1], M[N], inverse[N], E[N];
-      phi[0] = 0.0;
-      for (int d = 1; d <= N; ++d) phi[d] = z * powers[d];
-      divide_by_factor<N>(phi, K, M);
-      divide_by_factor<N>(phi, nullptr, inverse);
-      const double own = sums ? r * v : r;  // the slot's own term, taken out of S (or R)
-      E[0] = 0.0;
-      for (int k = 1; k < N; ++k) E[k] = S[k] + own * inverse[k];
-      double G = 0.0, H = 0.0;
-      for (int d = 1; d <= N; ++d) {
-        G += powers[d] * M[N - d];
-        double F = 0.0;
-        for (int i = 1; i <= N - d; ++i) F += E[i] * M[N - d - i];
-        H += powers[d] * F;
-      }
+      double phi[N + 1], G, H;
+      factor_coefficients<N>(z, powers + 1, 1, phi);
+      own_factor_sums<N>(phi, K, S, sums ? r * v : r, powers + 1, 1, G, H);  // the slot's own term out of S (or R)
       const double share = weight_[j] * n_factorial * x * z;  // h e^{-tc} N! t x e^{-tx}
       total += share * (sums ? H : t * c_ * G + H);
     }
