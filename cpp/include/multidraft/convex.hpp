@@ -197,13 +197,19 @@ struct ConvexObjective {
   // Returns 0 (no jump) unless the level dominates the gradient (-sum g >= ||g||_1 / 2: otherwise
   // the shape is what is wrong, and a jump only costs a pass) and R > 2 delta > 0, or delta <= 0
   // and R > threshold / 2; capped at kLevelShiftCap.
+  // The rejected mass the inner problem's optimum leaves (the slack's share): delta, or with no
+  // slack needed a quarter of the stopping threshold (its a then heads for infinity).
+  double level_aim(double threshold) const {
+    const double delta = total_weight - target.sum();
+    return delta > 1e-12 * total_weight ? delta : 0.25 * threshold;
+  }
+
   double level_shift(const Eigen::VectorXd& gradient, double threshold) const {
     constexpr double kLevelShiftCap = 30.0;
     if (!slack) return 0.0;
-    const double delta = total_weight - target.sum();
-    const double level_part = -gradient.sum(), rejected = delta + level_part;
+    const double level_part = -gradient.sum(), rejected = total_weight - target.sum() + level_part;
     if (level_part < 0.5 * gradient.lpNorm<1>()) return 0.0;
-    const double aim = delta > 1e-12 * total_weight ? delta : 0.25 * threshold;
+    const double aim = level_aim(threshold);
     if (!(rejected > 2.0 * aim)) return 0.0;
     return std::min(std::log(rejected / aim), kLevelShiftCap);
   }
@@ -222,7 +228,12 @@ struct ConvexObjective {
   // into explicit ones (rare: Newton iterates stay small). Returns false, computing nothing, when
   // the implicit terms would have to be enumerated (not interpolated) beyond enumeration_budget.
   // `coarse`: terms summed by LaplaceSums take its coarse rule (Newton iterates, minimise_newton).
-  bool evaluate(const Eigen::VectorXd& a, Eigen::VectorXd& gradient, Curvature& curvature, bool coarse = false) {
+  // `level` (inner problem): where the terms are summed on the grid, the point first moves along 1
+  // to its level (LaplaceInterpolation::Level; curvature.power follows, a is the caller's to
+  // shift); elsewhere its shift is 0.
+  bool evaluate(const Eigen::VectorXd& a, Eigen::VectorXd& gradient, Curvature& curvature, bool coarse = false,
+                LaplaceInterpolation::Level* level = nullptr) {
+    if (level) level->shift = 0.0;
     const int m = terms.variables;
     const double offset = pass_offset(a), largest = pass_range(a);
     const bool unshifted = largest <= unshifted_limit;
@@ -290,8 +301,9 @@ struct ConvexObjective {
     const double constant = slack ? 1.0 : 0.0;
     if (curvature.on_grid) {
       curvature.accepted += curvature.grid_subsets.evaluate(power, full.mass, full.size, bases, constant, gradient,
-                                                            curvature.diagonal, coarse);
+                                                            curvature.diagonal, coarse, slack ? level : nullptr);
       curvature.gradient_error = curvature.grid_subsets.gradient_error();
+      if (level && level->shift != 0.0) curvature.power *= std::exp(level->shift);  // as the grid scaled its copy
       return true;
     }
     if (curvature.laplace) {
@@ -506,8 +518,25 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   // pass confirms it (or, within twice its own error of the threshold, Newton goes on with
   // certified passes only).
   bool coarse = true;
+  // Inner problems on the grid: each new point first moves to its level (ConvexObjective::evaluate),
+  // within kLevelTolerance of the threshold and inside `reach`.
+  constexpr double kLevelCap = 30.0, kLevelTolerance = 0.02;
+  LaplaceInterpolation::Level level;
+  auto leveled_evaluate = [&](Eigen::VectorXd& x, Eigen::VectorXd& gradient, Curvature& at, bool rule_coarse) {
+    LaplaceInterpolation::Level* request = nullptr;
+    if (objective.slack) {
+      level.aim = objective.level_aim(threshold);
+      level.tolerance = kLevelTolerance * threshold;
+      level.low = std::max(-kLevelCap, -reach - x.minCoeff());
+      level.high = std::min(kLevelCap, reach - x.maxCoeff());
+      if (level.low <= 0.0 && level.high >= 0.0) request = &level;
+    }
+    if (!objective.evaluate(x, gradient, at, rule_coarse, request)) return false;
+    if (request) x.array() += request->shift;
+    return true;
+  };
   // A start the budget refuses (ConvexObjective::evaluate) ends the solve (no gradient known).
-  if (!objective.evaluate(report.solution, g, curvature, coarse)) {
+  if (!leveled_evaluate(report.solution, g, curvature, coarse)) {
     report.over_budget = true;
     report.gradient_l1 = std::numeric_limits<double>::infinity();
     return report;
@@ -525,9 +554,9 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   // Newton or CG step gets there. (Tests that lower objective.unshifted_limit to force the stored
   // path are not affected.)
   const bool stay_in_range = objective.pass_range(report.solution) <= reach;
-  auto evaluate_trial = [&](const Eigen::VectorXd& x, Eigen::VectorXd& gradient, Curvature& at, bool last = false) {
+  auto evaluate_trial = [&](Eigen::VectorXd& x, Eigen::VectorXd& gradient, Curvature& at, bool last = false) {
     if (stay_in_range && objective.pass_range(x) > reach) return false;
-    return objective.evaluate(x, gradient, at, coarse && !last);
+    return leveled_evaluate(x, gradient, at, coarse && !last);
   };
   // A trial from a point within kCertifyAhead times the threshold is likely the last (Newton cut
   // the gradient norm by 10 to 30 per step there: flat and peaked V = 32000, n = 3 and 4): it

@@ -42,8 +42,8 @@ namespace multidraft {
 
 class LaplaceInterpolation {
  public:
-  static constexpr double kHalfWidth = 0.75;  // W, in units of log x
-  static constexpr int kCertifiedPoints = 20, kCoarsePoints = 12;
+  static constexpr double kHalfWidth = 0.5;  // W, in units of log x
+  static constexpr int kCertifiedPoints = 16, kCoarsePoints = 10;
   // The rules in t: 7.9e-13 (certified) and 3.3e-8 (coarse) relative, amplified by Lambda e^{2W}
   // (13.3 and 11.8) through interpolation: far finer than LaplaceSums' (2.4e-11 and 5e-6), since
   // a node costs O(grid points) here, not O(m).
@@ -59,22 +59,38 @@ class LaplaceInterpolation {
     return 2.0 * LaplaceSums::nodes_for(log_spread) * m > 60.0 * m + 2.0 * n * nodes * grid;
   }
 
+  // The level of an inner problem (c > 0): the shift s of every log x (x -> x e^s) at which the
+  // rejected mass sum_{U != ∅} w_U c / (c + X_U e^s) equals `aim` (within `tolerance`), with s in
+  // [low, high]. Newton steps leave mostly this mode behind (the terms couple the variables
+  // through K, a level first of all), and a pass finds it at the nodes alone: the moments of a
+  // placed point are those of every shifted one (same local coordinates), only the grid's points
+  // scale, and with G(t) = sum_U w_U e^{-t X_U} = N! K_N(t) (∅ contributes b^N),
+  //   rejected(s) = c ∫ e^{-tc} (G(t) - b^N) dt
+  // on the nodes of the shifted points. Not in [GR].
+  struct Level {
+    double aim = 0.0, tolerance = 0.0, low = 0.0, high = 0.0;
+    double shift = 0.0;  // the shift found and applied (evaluate's gradient is at x e^shift)
+  };
+
   // As LaplaceSums::evaluate: adds every term's gradient and Hessian diagonal at x = e^a and
-  // returns the accepted mass; gradient_error() bounds the L1 error of both.
+  // returns the accepted mass; gradient_error() bounds the L1 error of both. With `level`, the
+  // point first moves to its level (Level), and everything is at x e^{level->shift}: x itself is
+  // left to the caller to scale.
   double evaluate(const Eigen::VectorXd& x, const std::vector<double>& q, int n, const std::vector<double>& bases,
-                  double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, bool coarse = false) {
+                  double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, bool coarse = false,
+                  Level* level = nullptr) {
     coarse_ = coarse;
     switch (n) {
-      case 2: return coarse ? evaluate_sized<2, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
-                            : evaluate_sized<2, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
-      case 3: return coarse ? evaluate_sized<3, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
-                            : evaluate_sized<3, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
-      case 4: return coarse ? evaluate_sized<4, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
-                            : evaluate_sized<4, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
-      case 5: return coarse ? evaluate_sized<5, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
-                            : evaluate_sized<5, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
-      default: return coarse ? evaluate_sized<6, kCoarsePoints>(x, q, bases, c, gradient, diagonal)
-                             : evaluate_sized<6, kCertifiedPoints>(x, q, bases, c, gradient, diagonal);
+      case 2: return coarse ? evaluate_sized<2, kCoarsePoints>(x, q, bases, c, gradient, diagonal, level)
+                            : evaluate_sized<2, kCertifiedPoints>(x, q, bases, c, gradient, diagonal, level);
+      case 3: return coarse ? evaluate_sized<3, kCoarsePoints>(x, q, bases, c, gradient, diagonal, level)
+                            : evaluate_sized<3, kCertifiedPoints>(x, q, bases, c, gradient, diagonal, level);
+      case 4: return coarse ? evaluate_sized<4, kCoarsePoints>(x, q, bases, c, gradient, diagonal, level)
+                            : evaluate_sized<4, kCertifiedPoints>(x, q, bases, c, gradient, diagonal, level);
+      case 5: return coarse ? evaluate_sized<5, kCoarsePoints>(x, q, bases, c, gradient, diagonal, level)
+                            : evaluate_sized<5, kCertifiedPoints>(x, q, bases, c, gradient, diagonal, level);
+      default: return coarse ? evaluate_sized<6, kCoarsePoints>(x, q, bases, c, gradient, diagonal, level)
+                             : evaluate_sized<6, kCertifiedPoints>(x, q, bases, c, gradient, diagonal, level);
     }
   }
 
@@ -101,7 +117,7 @@ class LaplaceInterpolation {
   static constexpr int kLanes = 8;   // slots of a piece's range are padded to a multiple of this
   static constexpr int kSortLanes = 4;  // counters per piece while placing the variables
   static constexpr int kChunk = 64;  // slots per anterpolation product (its Chebyshev basis stays in L1)
-  static constexpr int kCurvatureTerms = 8;  // Chebyshev terms of the Hessian diagonal's functions
+  static constexpr int kCurvatureTerms = 7;  // Chebyshev terms of the Hessian diagonal's functions
   // An interpolated diagonal |D1 + x D2| below this fraction of |D1| + |x D2| lost too many digits
   // (8 Chebyshev terms: about 1e-7 of each part): the variable's Hessian terms are summed per node.
   static constexpr double kCancellation = 1e-2;
@@ -150,13 +166,90 @@ class LaplaceInterpolation {
     const bool same = x.size() == placed_x_.size() && q.size() == placed_q_.size() &&
                       std::equal(q.begin(), q.end(), placed_q_.begin()) && x == placed_x_;
     if (!same) place_variables(x, q);
+    set_points<P>(0.0);
+  }
+
+  // The points of the pieces shifted by `shift`: x = e^{centre + shift + W cos(pi (i + 1/2) / P)}.
+  template <int P>
+  void set_points(double shift) {
     const int occupied = static_cast<int>(centres_.size());
-    // The points: x = e^{centre + W cos(pi (i + 1/2) / P)}.
     points_.resize(static_cast<std::size_t>(occupied) * P);
     for (int o = 0; o < occupied; ++o)
-      for (int i = 0; i < P; ++i) points_[o * P + i] = std::exp(centres_[o] + kHalfWidth * std::cos(M_PI * (i + 0.5) / P));
-    point_low_ = std::exp(centres_.front() - kHalfWidth);
-    point_high_ = std::exp(centres_.back() + kHalfWidth);
+      for (int i = 0; i < P; ++i)
+        points_[o * P + i] = std::exp(centres_[o] + shift + kHalfWidth * std::cos(M_PI * (i + 0.5) / P));
+    point_low_ = std::exp(centres_.front() + shift - kHalfWidth);
+    point_high_ = std::exp(centres_.back() + shift + kHalfWidth);
+  }
+
+  // Moves the placed point to x e^shift: the local coordinates stay (up to the rounding of
+  // log x + shift, a few ulps, far inside every bound), the pieces, points and x scale.
+  template <int P>
+  void shift_placement(double shift) {
+    for (double& centre : centres_) centre += shift;
+    set_points<P>(0.0);
+    const double factor = std::exp(shift);
+    for (double& x : xs_) x *= factor;
+    placed_x_ *= factor;  // as the caller scales its x: the next pass at that point keeps the slots
+  }
+
+  // The nodes in t covering every s = c + X_W + (i + 1) x of the grid's points (X_W <= (N - 1) x),
+  // and the exponential tables at them.
+  template <int N>
+  void set_nodes(const LaplaceSums::Rule& rule, double c) {
+    const double s_min = c + point_low_, s_max = c + N * point_high_;
+    nodes_ = LaplaceSums::nodes_for(std::log(s_max / s_min), rule);
+    const double u0 = std::log(rule.low_tail / s_max);
+    t_.resize(nodes_);
+    for (int j = 0; j < nodes_; ++j) t_[j] = std::exp(u0 + j * rule.step);
+    tabulate_exponentials<N>();
+  }
+
+  // K(t_j) (degrees 0..N) from the sums Psi_k(i t_j) by [i - 1](j, k - 1).
+  template <int N>
+  static void node_series(const std::vector<Matrix>& sums, int j, double b, double (&K)[N + 1]) {
+    const Coefficients& coefficient = coefficients_for<N>();
+    double A[N + 1] = {};
+    for (int k = 1; k <= N; ++k)
+      for (int i = 1; i <= k; ++i) A[k] += coefficient.log[k][i] * sums[i - 1](j, k - 1);
+    A[1] += b;
+    series_exp<N>(A, K);
+  }
+
+  // Level: the secant method on log rejected(s), which falls with s (slope -1 where every
+  // X_U >> c), kept inside a bracket once one is known; each trial costs the node tables alone.
+  template <int N, int P>
+  void solve_level(const Matrix& moments, double b, double c, const LaplaceSums::Rule& rule, Level& level) {
+    double n_factorial = 1.0;
+    for (int d = 2; d <= N; ++d) n_factorial *= d;
+    const double empty = std::pow(b, N);
+    std::vector<Matrix> sums(N);
+    auto rejected = [&](double s) {
+      set_points<P>(s);
+      set_nodes<N>(rule, c);
+      for (int i = 1; i <= N; ++i) sums[i - 1].noalias() = exponentials_[i - 1].matrix() * moments;
+      double total = 0.0;
+      for (int j = 0; j < nodes_; ++j) {
+        double K[N + 1];
+        node_series<N>(sums, j, b, K);
+        total += rule.step * t_[j] * std::exp(-t_[j] * c) * (n_factorial * K[N] - empty);
+      }
+      return c * total;
+    };
+    constexpr int kTrials = 12;
+    double s0 = 0.0, r0 = rejected(0.0), best = 0.0, best_miss = std::abs(r0 - level.aim);
+    double below = level.low, above = level.high;  // rejected(below) > aim > rejected(above), once seen
+    double s1 = std::clamp(std::log(r0 / level.aim), level.low, level.high);  // slope -1
+    for (int trial = 0; trial < kTrials && best_miss > level.tolerance && s1 != s0; ++trial) {
+      const double r1 = rejected(s1);
+      if (std::abs(r1 - level.aim) < best_miss) best = s1, best_miss = std::abs(r1 - level.aim);
+      (r1 > level.aim ? below : above) = s1;
+      const double f0 = std::log(r0 / level.aim), f1 = std::log(r1 / level.aim);
+      double next = f1 != f0 && std::isfinite(f1) ? s1 - f1 * (s1 - s0) / (f1 - f0) : 0.5 * (below + above);
+      if (!(next > below && next < above)) next = 0.5 * (below + above);
+      s0 = s1, r0 = r1, s1 = next;
+    }
+    level.shift = best;
+    shift_placement<P>(best);
   }
 
   void place_variables(const Eigen::VectorXd& x, const std::vector<double>& q) {
@@ -366,10 +459,16 @@ class LaplaceInterpolation {
     }
   }
 
+  template <int N>
+  static const Coefficients& coefficients_for() {
+    static const Coefficients instance(N);
+    return instance;
+  }
+
   template <int N, int P>
   double evaluate_sized(const Eigen::VectorXd& x, const std::vector<double>& q, const std::vector<double>& bases,
-                        double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
-    static const Coefficients coefficient(N);
+                        double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, Level* level) {
+    const Coefficients& coefficient = coefficients_for<N>();
     constexpr const LaplaceSums::Rule& rule = P == kCoarsePoints ? kCoarse : kCertified;  // coarse_ chose P
     n_ = N, c_ = c;
     place<P>(x, q);
@@ -402,13 +501,8 @@ class LaplaceInterpolation {
         },
         moments);
 
-    // The nodes in t cover every s = c + X_W + (i + 1) x of the grid's points (X_W <= (N - 1) x).
-    const double s_min = c + point_low_, s_max = c + N * point_high_;
-    nodes_ = LaplaceSums::nodes_for(std::log(s_max / s_min), rule);
-    const double u0 = std::log(rule.low_tail / s_max);
-    t_.resize(nodes_);
-    for (int j = 0; j < nodes_; ++j) t_[j] = std::exp(u0 + j * rule.step);
-    tabulate_exponentials<N>();
+    if (level) solve_level<N, P>(moments, bases[0], c, rule, *level);
+    set_nodes<N>(rule, c);
 
     // Per node: K (degrees 0..N), S (1..N-1); the columns of the measures on t whose transforms
     // at (i + 1) x are interpolated: h t e^{-tc} K_k, the same times t (with c > 0 only: bounded by
@@ -425,13 +519,10 @@ class LaplaceInterpolation {
     measures.setZero();
     for (int j = 0; j < nodes_; ++j) {
       const double t = t_[j];
-      double A[N + 1] = {}, S[N + 1] = {}, K[N + 1];
-      for (int k = 1; k <= N; ++k)
-        for (int i = 1; i <= k; ++i) A[k] += coefficient.log[k][i] * sums[i - 1](j, k - 1);
+      double S[N + 1] = {}, K[N + 1];
+      node_series<N>(sums, j, bases[0], K);
       for (int k = 1; k < N; ++k)
         for (int i = 1; i <= k; ++i) S[k] += coefficient.s[k][i] * scaled_sums[i - 1](j, k - 1);
-      A[1] += bases[0];
-      series_exp<N>(A, K);
       std::copy(K, K + N + 1, &K_[static_cast<std::size_t>(j) * (N + 1)]);
       std::copy(S, S + N + 1, &S_[static_cast<std::size_t>(j) * (N + 1)]);
       weight_[j] = rule.step * t * std::exp(-t * c);  // h t e^{-tc}: dt = t du
@@ -600,7 +691,7 @@ class LaplaceInterpolation {
 
   template <int N, int P>
   void hessian_times_sized(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
-    static const Coefficients coefficient(N);
+    const Coefficients& coefficient = coefficients_for<N>();
     if (N < 2) return;
     double n_factorial = 1.0;
     for (int d = 2; d <= N; ++d) n_factorial *= d;
