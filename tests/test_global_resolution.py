@@ -443,9 +443,10 @@ def test_grid_plans_against_enumeration(seed):
 
 def test_full_vocabulary_grid_plans_match_laplace_sums():
     """A flat full vocabulary of 2500 tokens (|T| ~ 2450) at n = 2, 3 and 4: the grid, where it
-    pays, and LaplaceSums alone (or pair interpolation) both reach the stopping threshold, at points
-    whose acceptance differs by far less than tau (their Newton iterates differ: other coarse rules),
-    with certified rows."""
+    pays, and LaplaceSums alone (or pair interpolation) both reach the stopping threshold, with
+    certified rows and an acceptance within the stopping rule's guarantee of alpha*; their points
+    differ (other Newton iterates: the grid's passes move inner points to their level, and other
+    coarse rules)."""
     from multidraft.bench.distributions import make_pairs
     p, q = make_pairs("flat", V=2500, k=2500, count=1, seed=5)
     for n in (2, 3, 4):
@@ -453,9 +454,9 @@ def test_full_vocabulary_grid_plans_match_laplace_sums():
         fast, direct = CorePlan(case, 1e-3), CorePlan(case, 1e-3, grid="never")
         assert fast.success and direct.success
         assert max(fast.diagnostics[s]["truncation_size"] for s in ("outer", "inner")) > 2000
-        assert fast.alpha == pytest.approx(direct.alpha, abs=1e-6)
-        assert fast.alpha_star - 10 * 1e-3 <= fast.alpha <= fast.alpha_star + 1e-12
-        assert fast.law_error_bound <= 1e-8
+        for plan in (fast, direct):
+            assert plan.alpha_star - 10 * 1e-3 <= plan.alpha <= plan.alpha_star + 1e-12
+            assert plan.law_error_bound <= 1e-8
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -493,7 +494,8 @@ def test_laplace_sums_against_enumeration(seed):
 
 def test_interpolated_terms_do_not_count_against_the_work_budget():
     """A flat full vocabulary of 3000 tokens at n = 2 (|T| ~ 2950): 4.4 million pairs, far over
-    max_terms = 1e5, are summed (on the grid); the plan is the one that enumerates them."""
+    max_terms = 1e5, are summed (on the grid); the plan meets the same guarantee as the one that
+    enumerates them."""
     from multidraft.bench.distributions import make_pairs
     p, q = make_pairs("flat", V=3000, k=3000, count=1, seed=3)
     case = Case("flat-full-vocabulary-3000", p[0], q[0], 2)
@@ -502,10 +504,10 @@ def test_interpolated_terms_do_not_count_against_the_work_budget():
     assert fast.success and direct.success
     assert fast.diagnostics["inner"]["interpolated"] and fast.diagnostics["inner"]["truncation_size"] > 2000
     assert all(fast.diagnostics[s]["within_budget"] for s in ("outer", "inner"))
-    # Summed on the grid (|T| > 2000), whose Newton iterates take a coarse rule: another path to
-    # the same stopping threshold.
-    assert fast.alpha == pytest.approx(direct.alpha, abs=1e-9)
-    assert abs(fast.alpha - fast.alpha_star) <= 10 * 1e-4
+    # Summed on the grid (|T| > 2000), whose Newton iterates take a coarse rule and move to their
+    # level: another path to the same stopping threshold.
+    for plan in (fast, direct):
+        assert plan.alpha_star - 10 * 1e-4 <= plan.alpha <= plan.alpha_star + 1e-12
 
 
 @pytest.mark.parametrize("max_terms", [50, 1e7], ids=["summed", "enumerated"])
