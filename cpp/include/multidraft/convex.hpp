@@ -300,8 +300,8 @@ struct ConvexObjective {
     if (full.empty()) return true;
     const double constant = slack ? 1.0 : 0.0;
     if (curvature.on_grid) {
-      curvature.accepted += curvature.grid_subsets.evaluate(power, full.mass, full.size, bases, constant, gradient,
-                                                            curvature.diagonal, coarse, slack ? level : nullptr);
+      curvature.accepted += curvature.grid_subsets.evaluate(power, a, offset, full.mass, full.size, bases, constant,
+                                                            gradient, curvature.diagonal, coarse, slack ? level : nullptr);
       curvature.gradient_error = curvature.grid_subsets.gradient_error();
       if (level && level->shift != 0.0) curvature.power *= std::exp(level->shift);  // as the grid scaled its copy
       return true;

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -72,25 +73,27 @@ class LaplaceInterpolation {
     double shift = 0.0;  // the shift found and applied (evaluate's gradient is at x e^shift)
   };
 
-  // As LaplaceSums::evaluate: adds every term's gradient and Hessian diagonal at x = e^a and
-  // returns the accepted mass; gradient_error() bounds the L1 error of both. With `level`, the
+  // As LaplaceSums::evaluate: adds every term's gradient and Hessian diagonal at x = e^{a - offset}
+  // (the caller's x, whose exponent gives log x without a logarithm per variable: exp errs by an
+  // ulp or two of |a - offset| <= 600, inside the 1e-12 ChebyshevPieces::relative_error keeps for
+  // coordinates) and returns the accepted mass; gradient_error() bounds the L1 error of both. With `level`, the
   // point first moves to its level (Level), and everything is at x e^{level->shift}: x itself is
   // left to the caller to scale.
-  double evaluate(const Eigen::VectorXd& x, const std::vector<double>& q, int n, const std::vector<double>& bases,
-                  double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, bool coarse = false,
-                  Level* level = nullptr) {
+  double evaluate(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q,
+                  int n, const std::vector<double>& bases, double c, Eigen::VectorXd& gradient,
+                  Eigen::VectorXd& diagonal, bool coarse = false, Level* level = nullptr) {
     coarse_ = coarse;
     switch (n) {
-      case 2: return coarse ? evaluate_sized<2, kCoarsePoints>(x, q, bases, c, gradient, diagonal, level)
-                            : evaluate_sized<2, kCertifiedPoints>(x, q, bases, c, gradient, diagonal, level);
-      case 3: return coarse ? evaluate_sized<3, kCoarsePoints>(x, q, bases, c, gradient, diagonal, level)
-                            : evaluate_sized<3, kCertifiedPoints>(x, q, bases, c, gradient, diagonal, level);
-      case 4: return coarse ? evaluate_sized<4, kCoarsePoints>(x, q, bases, c, gradient, diagonal, level)
-                            : evaluate_sized<4, kCertifiedPoints>(x, q, bases, c, gradient, diagonal, level);
-      case 5: return coarse ? evaluate_sized<5, kCoarsePoints>(x, q, bases, c, gradient, diagonal, level)
-                            : evaluate_sized<5, kCertifiedPoints>(x, q, bases, c, gradient, diagonal, level);
-      default: return coarse ? evaluate_sized<6, kCoarsePoints>(x, q, bases, c, gradient, diagonal, level)
-                             : evaluate_sized<6, kCertifiedPoints>(x, q, bases, c, gradient, diagonal, level);
+      case 2: return coarse ? evaluate_sized<2, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
+                            : evaluate_sized<2, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
+      case 3: return coarse ? evaluate_sized<3, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
+                            : evaluate_sized<3, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
+      case 4: return coarse ? evaluate_sized<4, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
+                            : evaluate_sized<4, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
+      case 5: return coarse ? evaluate_sized<5, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
+                            : evaluate_sized<5, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
+      default: return coarse ? evaluate_sized<6, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
+                             : evaluate_sized<6, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
     }
   }
 
@@ -162,10 +165,10 @@ class LaplaceInterpolation {
   // P points per piece. The slots are kept when x and q are those of the last call (a coarse
   // pass's point certified: minimise_newton).
   template <int P>
-  void place(const Eigen::VectorXd& x, const std::vector<double>& q) {
+  void place(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q) {
     const bool same = x.size() == placed_x_.size() && q.size() == placed_q_.size() &&
                       std::equal(q.begin(), q.end(), placed_q_.begin()) && x == placed_x_;
-    if (!same) place_variables(x, q);
+    if (!same) place_variables(x, a, offset, q);
     set_points<P>(0.0);
   }
 
@@ -252,7 +255,7 @@ class LaplaceInterpolation {
     shift_placement<P>(best);
   }
 
-  void place_variables(const Eigen::VectorXd& x, const std::vector<double>& q) {
+  void place_variables(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q) {
     placed_x_ = x;
     placed_q_ = q;
     const int m = static_cast<int>(x.size());
@@ -260,15 +263,21 @@ class LaplaceInterpolation {
     piece_.resize(m);
     const double* __restrict xv = x.data();
     double* __restrict logs = logs_.data();
-    double low, high;
-    logs_with_range(xv, m, 0.0, logs, low, high);
+    const double* __restrict exponent = a.data();
+    double low = std::numeric_limits<double>::infinity(), high = -low;
+#pragma omp simd reduction(min : low) reduction(max : high)
+    for (int u = 0; u < m; ++u) {
+      logs[u] = exponent[u] - offset;
+      low = std::min(low, logs[u]);
+      high = std::max(high, logs[u]);
+    }
     const int pieces = std::max(1, static_cast<int>(std::ceil((high - low) / (2.0 * kHalfWidth))));
     const double centre0 = 0.5 * (low + high) - (pieces - 1) * kHalfWidth;  // the grid centred on the points
     // (log x - centre0 + W) / 2W >= 0: truncation is the floor.
-    const double offset = kHalfWidth - centre0, inverse_width = 0.5 / kHalfWidth;
+    const double to_grid = kHalfWidth - centre0, inverse_width = 0.5 / kHalfWidth;
     int* __restrict piece = piece_.data();
 #pragma omp simd
-    for (int u = 0; u < m; ++u) piece[u] = std::min(static_cast<int>((logs[u] + offset) * inverse_width), pieces - 1);
+    for (int u = 0; u < m; ++u) piece[u] = std::min(static_cast<int>((logs[u] + to_grid) * inverse_width), pieces - 1);
     // Counted and placed in kSortLanes interleaved lanes (variable u in lane u % kSortLanes): with
     // one counter per piece, consecutive variables of a piece would each wait for the previous
     // one's increment (as SortedPoints does).
@@ -307,7 +316,7 @@ class LaplaceInterpolation {
       qs_[slot] = q[u];
     }
     for (int o = 0; o < occupied; ++o)  // padding: no variable, q = 0
-      for (int slot = fill_[o * kSortLanes + kSortLanes - 1]; slot < start_[o + 1]; ++slot)
+      for (int slot = occupied_end(o); slot < start_[o + 1]; ++slot)
         order_[slot] = -1, xi_[slot] = xs_[slot] = qs_[slot] = 0.0;
   }
 
@@ -466,12 +475,13 @@ class LaplaceInterpolation {
   }
 
   template <int N, int P>
-  double evaluate_sized(const Eigen::VectorXd& x, const std::vector<double>& q, const std::vector<double>& bases,
-                        double c, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, Level* level) {
+  double evaluate_sized(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q,
+                        const std::vector<double>& bases, double c, Eigen::VectorXd& gradient,
+                        Eigen::VectorXd& diagonal, Level* level) {
     const Coefficients& coefficient = coefficients_for<N>();
     constexpr const LaplaceSums::Rule& rule = P == kCoarsePoints ? kCoarse : kCertified;  // coarse_ chose P
     n_ = N, c_ = c;
-    place<P>(x, q);
+    place<P>(x, a, offset, q);
     const int points = static_cast<int>(points_.size());
     double n_factorial = 1.0;
     for (int d = 2; d <= N; ++d) n_factorial *= d;
@@ -598,13 +608,18 @@ class LaplaceInterpolation {
     }
 
     d1_.resize(slots());
-    exact_.assign(slots(), 0);
+    first_.resize(slots());
+    curvature_.resize(slots());
+    exact_.resize(slots());
     exact_slots_.clear();
     // Per lane: accepted mass and the two bounds, summed over the slots (padding slots add 0: q = 0).
     double accepted_lanes[kLanes] = {}, gradient_bound_lanes[kLanes] = {}, accepted_bound_lanes[kLanes] = {};
     const double* __restrict xs = xs_.data();
     const double* __restrict qs = qs_.data();
     double* __restrict d1s = d1_.data();
+    double* __restrict firsts = first_.data();
+    double* __restrict curvatures = curvature_.data();
+    char* __restrict cancelled_at = exact_.data();
     auto pass = [&](auto functions) {
       constexpr int GE = decltype(functions)::value;
       constexpr int kAccepted = GE == 2 * N ? N : 0;  // Ahat's columns, or Fhat's with one base
@@ -649,28 +664,17 @@ class LaplaceInterpolation {
             a_bound[l] += power[l] * ea;
           }
         }
-        double first[kLanes], curvature[kLanes];
-        bool cancelled[kLanes];
 #pragma omp simd
         for (int l = 0; l < kLanes; ++l) {
           const double x = xs[slot0 + l], scale = n_factorial * x, envelope = n_factorial * std::max(x, low);
-          first[l] = scale * g[l];
+          const bool cancelled = std::abs(d1[l] + d2[l]) < kCancellation * (std::abs(d1[l]) + std::abs(d2[l]));
+          firsts[slot0 + l] = scale * g[l];
           d1s[slot0 + l] = scale * d1[l];
-          curvature[l] = scale * (d1[l] + d2[l]);
-          cancelled[l] = std::abs(d1[l] + d2[l]) < kCancellation * (std::abs(d1[l]) + std::abs(d2[l]));
+          curvatures[slot0 + l] = cancelled ? 0.0 : scale * (d1[l] + d2[l]);  // summed per node instead
+          cancelled_at[slot0 + l] = cancelled;
           accepted_lanes[l] += scale * a[l];
           gradient_bound_lanes[l] += envelope * g_bound[l];
           accepted_bound_lanes[l] += envelope * a_bound[l];
-        }
-        for (int l = 0; l < kLanes; ++l) {
-          const int u = order_[slot0 + l];
-          if (u < 0) continue;
-          gradient[u] += first[l];
-          exact_[slot0 + l] = cancelled[l];
-          if (cancelled[l])
-            exact_slots_.push_back(slot0 + l);
-          else
-            diagonal[u] += curvature[l];
         }
       });
     };
@@ -678,6 +682,18 @@ class LaplaceInterpolation {
       pass(std::integral_constant<int, 2 * N>{});
     else
       pass(std::integral_constant<int, N>{});
+    // Out of slot order, after the pass (the pass's blocks then stay branch-free; padding slots,
+    // q = 0, hold zeros and are never cancelled).
+    const int* __restrict order = order_.data();
+    for (int o = 0; o < static_cast<int>(centres_.size()); ++o) {
+      const int end = occupied_end(o);
+      for (int slot = start_[o]; slot < end; ++slot) {
+        gradient[order[slot]] += firsts[slot];
+        diagonal[order[slot]] += curvatures[slot];
+      }
+    }
+    for (int slot = 0; slot < slots(); ++slot)
+      if (cancelled_at[slot]) exact_slots_.push_back(slot);
     exact_diagonal_.resize(exact_slots_.size());
     for (std::size_t e = 0; e < exact_slots_.size(); ++e)
       diagonal[order_[exact_slots_[e]]] += exact_diagonal_[e] = exact_terms<N>(exact_slots_[e], nullptr, 0.0);
@@ -786,6 +802,8 @@ class LaplaceInterpolation {
   }
 
   int slots() const { return start_.back(); }
+  // The end of piece o's variables (then its padding, up to start_[o + 1]): lanes are laid out in turn.
+  int occupied_end(int o) const { return fill_[o * kSortLanes + kSortLanes - 1]; }
 
   int n_ = 2, nodes_ = 0;
   bool coarse_ = false;
@@ -807,6 +825,7 @@ class LaplaceInterpolation {
   std::vector<double> exact_diagonal_;
   std::vector<double> coefficients_, curvature_coefficients_;  // [piece][function][term]
   std::vector<double> d1_;  // per slot, N! x sum_k q^{N-k} D1_k: the products' v_l part
+  std::vector<double> first_, curvature_;  // per slot, the gradient and (not cancelled) diagonal terms
   double gradient_error_ = 0.0;
 };
 
