@@ -219,9 +219,12 @@ class LaplaceInterpolation {
   }
 
   // Level: the secant method on log rejected(s), which falls with s (slope -1 where every
-  // X_U >> c), kept inside a bracket once one is known; each trial costs the node tables alone.
+  // X_U >> c), kept inside a bracket once one is known; each trial costs the node tables alone,
+  // on the coarse rule's nodes (its 3.3e-8 relative error only moves the point found, whose
+  // gradient the pass then computes with the call's own rule).
   template <int N, int P>
-  void solve_level(const Matrix& moments, double b, double c, const LaplaceSums::Rule& rule, Level& level) {
+  void solve_level(const Matrix& moments, double b, double c, Level& level) {
+    constexpr const LaplaceSums::Rule& rule = kCoarse;
     double n_factorial = 1.0;
     for (int d = 2; d <= N; ++d) n_factorial *= d;
     const double empty = std::pow(b, N);
@@ -461,27 +464,29 @@ class LaplaceInterpolation {
 
   // exponentials_[i - 1](j, point) = e^{-i t_j X_point} and scaled_[i - 1](j, point) = t_j X_point
   // e^{-i t_j X_point} (at most 1 / (e i): the t-weighted sums in this form never overflow, where
-  // t_j alone reaches 1e175 for x = e^-400), i = 1..N.
+  // t_j alone reaches 1e175 for x = e^-400), i = 1..N: one exponential per (node, point), its
+  // powers for i > 1 (a few ulps more, far inside every bound).
   template <int N>
   void tabulate_exponentials() {
     const int points = static_cast<int>(points_.size());
     exponentials_.resize(N);
     scaled_.resize(N);
-    for (int i = 1; i <= N; ++i) {
-      GrowingMatrix& e = exponentials_[i - 1];
-      GrowingMatrix& scaled = scaled_[i - 1];
-      e.resize(nodes_, points);
-      scaled.resize(nodes_, points);
-      for (int j = 0; j < nodes_; ++j) {
-        const double t = t_[j];
-        double* __restrict row = e.row(j);
-        double* __restrict scaled_row = scaled.row(j);
-        const double* __restrict xs = points_.data();
+    for (int i = 0; i < N; ++i) exponentials_[i].resize(nodes_, points), scaled_[i].resize(nodes_, points);
+    for (int j = 0; j < nodes_; ++j) {
+      const double t = t_[j];
+      double* __restrict rows[N];
+      double* __restrict scaled_rows[N];
+      for (int i = 0; i < N; ++i) rows[i] = exponentials_[i].row(j), scaled_rows[i] = scaled_[i].row(j);
+      const double* __restrict xs = points_.data();
 #pragma omp simd
-        for (int a = 0; a < points; ++a) {
-          const double r = t * xs[a];
-          row[a] = i * r < kExpLimit ? exp_negative(i * r) : 0.0;  // t reaches 1e175: no clamped e^-708 times t
-          scaled_row[a] = r * row[a];
+      for (int a = 0; a < points; ++a) {
+        const double r = t * xs[a], first = r < kExpLimit ? exp_negative(r) : 0.0;
+        double power = 1.0;
+        for (int i = 0; i < N; ++i) {
+          power *= first;
+          const double value = (i + 1) * r < kExpLimit ? power : 0.0;  // t reaches 1e175: no clamped e^-708 times t
+          rows[i][a] = value;
+          scaled_rows[i][a] = r * value;
         }
       }
     }
@@ -540,7 +545,7 @@ class LaplaceInterpolation {
         },
         moments);
 
-    if (level) solve_level<N, P>(moments, bases[0], c, rule, *level);
+    if (level) solve_level<N, P>(moments, bases[0], c, *level);
     set_nodes<N>(rule, c);
 
     // Per node: K (degrees 0..N), S (1..N-1); the columns of the measures on t whose transforms
