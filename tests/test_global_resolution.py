@@ -416,6 +416,30 @@ def test_grid_sums_match_enumeration_at_the_same_point(seed):
             np.testing.assert_allclose(grid[key], exact[key], rtol=tolerance, atol=tolerance * np.abs(exact[key]).max())
 
 
+@pytest.mark.parametrize("seed", [s for s in range(60) if derivative_instance(s)[3]])
+def test_grid_level_matches_enumeration(seed):
+    """An inner point moved to its level on the grid (LaplaceInterpolation::Level, found at the
+    nodes alone): the enumerated rejected mass sum_U w_U / (1 + X_U) at the shifted point is the
+    aim, and the gradient there is the enumerated one within the reported bound (certified and
+    coarse). The aim is the rejected mass at a known shift of the point."""
+    from multidraft import _core
+    q, n, bases, slack, a, v, max_terms = derivative_instance(seed)
+    total_weight = (bases[0] + q.sum()) ** n - bases[0] ** n
+
+    def rejected(point):  # the objective's weights (base 0) never accepted: target 0, gradient = allocation
+        exact = _core._testing.objective_derivatives(q, n, bases, True, point, v, False)
+        return total_weight - exact["gradient"].sum(), exact
+
+    aim, _ = rejected(a + (-1.5, 0.4, 2.0)[seed % 3])
+    for coarse in (False, True):
+        grid = _core._testing.objective_derivatives(q, n, bases, True, a, v, True, max_terms, coarse=coarse,
+                                                    grid="always", level_aim=aim)
+        assert grid["grid"] and -30 <= grid["shift"] <= 30
+        found, exact = rejected(a + grid["shift"])
+        assert abs(found - aim) <= 1e-6 * aim  # the nodes' coarse rule: 3.3e-8 relative, and 1e-9 asked
+        assert np.abs(grid["gradient"] - exact["gradient"]).sum() <= grid["gradient_error"] + 1e-14
+
+
 @pytest.mark.parametrize("seed", range(9))
 def test_grid_plans_against_enumeration(seed):
     """Plans whose every grouped term is summed on the grid (forced; a work budget of V terms,

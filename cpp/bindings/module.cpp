@@ -11,7 +11,9 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -369,12 +371,18 @@ void bind_testing(py::module_& m) {
   t.def(
       "objective_derivatives",
       [](const Doubles& q, int n, std::vector<double> bases, bool slack, const Doubles& a, const Doubles& v,
-         bool interpolation, double max_terms, bool coarse, const std::string& grid) {
+         bool interpolation, double max_terms, bool coarse, const std::string& grid, double level_aim) {
         const int size = static_cast<int>(q.shape(0));
         if (a.shape(0) != size || v.shape(0) != size) throw std::invalid_argument("'q', 'a' and 'v' must have one length");
         if (n < 1 || n > kMaxTermSize || bases.empty()) throw std::invalid_argument("bad 'n' or 'bases'");
         Eigen::VectorXd gradient, product;
         Curvature curvature;
+        // With level_aim (inner problem on the grid): the point first moves to the level whose
+        // rejected mass is level_aim (LaplaceInterpolation::Level), within 1e-9 of it.
+        LaplaceInterpolation::Level level;
+        level.aim = level_aim, level.tolerance = 1e-9 * level_aim, level.low = -30.0, level.high = 30.0;
+        const bool leveled = std::isfinite(level_aim);
+        if (leveled && !(level_aim > 0.0)) throw std::invalid_argument("'level_aim' must be positive");
         {
           py::gil_scoped_release release;
           ConvexObjective objective;
@@ -386,7 +394,8 @@ void bind_testing(py::module_& m) {
           objective.target = Eigen::VectorXd::Zero(size);
           const Eigen::VectorXd point = Eigen::Map<const Eigen::VectorXd>(a.data(), size);
           curvature.dense = false;
-          if (!objective.evaluate(point, gradient, curvature, coarse)) throw std::runtime_error("over the work budget");
+          if (!objective.evaluate(point, gradient, curvature, coarse, leveled ? &level : nullptr))
+            throw std::runtime_error("over the work budget");
           objective.hessian_times(curvature, Eigen::Map<const Eigen::VectorXd>(v.data(), size), product);
         }
         py::dict out;
@@ -398,10 +407,12 @@ void bind_testing(py::module_& m) {
         out["interpolated"] = curvature.interpolated;
         out["laplace"] = curvature.laplace;
         out["grid"] = curvature.on_grid;
+        out["shift"] = level.shift;  // 0 without level_aim (or off the grid)
         return out;
       },
       py::arg("q"), py::arg("n"), py::arg("bases"), py::arg("slack"), py::arg("a"), py::arg("v"),
-      py::arg("interpolation"), py::arg("max_terms") = 1e12, py::arg("coarse") = false, py::arg("grid") = "where_pays");
+      py::arg("interpolation"), py::arg("max_terms") = 1e12, py::arg("coarse") = false, py::arg("grid") = "where_pays",
+      py::arg("level_aim") = std::numeric_limits<double>::quiet_NaN());
 
   // append_single_terms (global_resolution.hpp): the stored singles' members and their weights,
   // one row per base, against the closed form (b + q_u)^n - b^n in tests.
