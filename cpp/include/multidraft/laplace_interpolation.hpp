@@ -274,8 +274,6 @@ class LaplaceInterpolation {
       low = std::min(low, logs[u]);
       high = std::max(high, logs[u]);
     }
-    uniform_ = low == high;
-    if (uniform_) return place_at_one_point(x, q, low);
     const int pieces = std::max(1, static_cast<int>(std::ceil((high - low) / (2.0 * kHalfWidth))));
     const double centre0 = 0.5 * (low + high) - (pieces - 1) * kHalfWidth;  // the grid centred on the points
     // (log x - centre0 + W) / 2W >= 0: truncation is the floor.
@@ -325,22 +323,6 @@ class LaplaceInterpolation {
         order_[slot] = -1, xi_[slot] = xs_[slot] = qs_[slot] = 0.0;
   }
 
-  // Every variable at one point (the outer problem's start, a = 0): one piece centred there, the
-  // variables in their own order at xi = 0, and every interpolant the same in every slot (the
-  // passes interpolate once: anterpolate, evaluate_sized, hessian_times_sized).
-  void place_at_one_point(const Eigen::VectorXd& x, const std::vector<double>& q, double log_x) {
-    const int m = static_cast<int>(x.size()), slots = (m + kLanes - 1) / kLanes * kLanes;
-    centres_.assign(1, log_x);
-    start_ = {0, slots};
-    fill_.assign(kSortLanes, m);  // occupied_end(0) = m
-    order_.resize(slots);
-    xi_.assign(slots, 0.0);
-    xs_.resize(slots);
-    qs_.resize(slots);
-    for (int u = 0; u < m; ++u) order_[u] = u, xs_[u] = x[u], qs_[u] = q[u];
-    for (int slot = m; slot < slots; ++slot) order_[slot] = -1, xs_[slot] = qs_[slot] = 0.0;  // padding: q = 0
-  }
-
   // Values at a piece's P points -> Chebyshev coefficients (chebyshev_transform).
   template <int P>
   static const Eigen::MatrixXd& transform() {
@@ -387,17 +369,6 @@ class LaplaceInterpolation {
     auto flush = [&] {
       if (piece >= 0) moments.middleRows(piece * P, P).noalias() = transform<P>().transpose() * chebyshev;
     };
-    if (uniform_) {  // xi = 0 everywhere: sum_u w_f(u) T_p(0), T_p(0) = cos(p pi / 2)
-      Eigen::Matrix<double, 1, F> total = Eigen::Matrix<double, 1, F>::Zero();
-      for (int s0 = 0; s0 < slots(); s0 += kChunk) {
-        const int count = std::min(kChunk, slots() - s0);
-        weights(s0, count, w);
-        total += w.topRows(count).colwise().sum();
-      }
-      for (int p = 0; p < P; ++p) chebyshev.row(p) = (p % 2 ? 0.0 : p % 4 ? -1.0 : 1.0) * total;
-      piece = 0;
-      return flush();
-    }
     for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
       if (o != piece) flush(), piece = o, chebyshev.setZero();
       weights(s0, count, w);
@@ -660,7 +631,6 @@ class LaplaceInterpolation {
       constexpr int PC = std::min(P, kCurvatureTerms);
       int piece = -1;
       double low = 1.0, gradient_envelope[N], accepted_envelope[N];  // per piece: sum_e gamma_e ratio_ke Fabs_{k-e}(X_low)
-      double value[GE][kLanes], curvature_value[2 * N][kLanes];
       for_each_block([&](int o, int slot0) {
         if (o != piece) {
           piece = o;
@@ -674,11 +644,10 @@ class LaplaceInterpolation {
             }
           }
         }
-        if (!(uniform_ && slot0 > 0)) {  // one point: the first block's values serve every block
-          interpolate_lanes<P, P, GE>(&coefficients_[static_cast<std::size_t>(o) * GE * P], xi_.data() + slot0, value);
-          interpolate_lanes<P, PC, 2 * N>(&curvature_coefficients_[static_cast<std::size_t>(o) * 2 * N * P],
-                                          xi_.data() + slot0, curvature_value);
-        }
+        double value[GE][kLanes], curvature_value[2 * N][kLanes];
+        interpolate_lanes<P, P, GE>(&coefficients_[static_cast<std::size_t>(o) * GE * P], xi_.data() + slot0, value);
+        interpolate_lanes<P, PC, 2 * N>(&curvature_coefficients_[static_cast<std::size_t>(o) * 2 * N * P],
+                                        xi_.data() + slot0, curvature_value);
         double power[kLanes], g[kLanes] = {}, a[kLanes] = {}, d1[kLanes] = {}, d2[kLanes] = {}, g_bound[kLanes] = {},
                               a_bound[kLanes] = {};
 #pragma omp simd
@@ -793,11 +762,9 @@ class LaplaceInterpolation {
     }
     coefficients<P>(values, coefficient_rows);
     constexpr int PC = std::min(P, kCurvatureTerms);  // products, like the diagonal, need no certificate
-    double value[N][kLanes];
     for_each_block([&](int o, int s0) {
-      double power[kLanes], h[kLanes] = {};  // h = sum_k q^{N-k} Fhat^{K R}_k
-      if (!(uniform_ && s0 > 0))  // one point: the first block's values serve every block
-        interpolate_lanes<P, PC, N>(&coefficient_rows[static_cast<std::size_t>(o) * N * P], xi_.data() + s0, value);
+      double value[N][kLanes], power[kLanes], h[kLanes] = {};  // h = sum_k q^{N-k} Fhat^{K R}_k
+      interpolate_lanes<P, PC, N>(&coefficient_rows[static_cast<std::size_t>(o) * N * P], xi_.data() + s0, value);
 #pragma omp simd
       for (int l = 0; l < kLanes; ++l) power[l] = 1.0;
       for (int k = N - 1; k >= 1; --k)
@@ -845,7 +812,6 @@ class LaplaceInterpolation {
 
   int n_ = 2, nodes_ = 0;
   bool coarse_ = false;
-  bool uniform_ = false;  // every variable at one point (place_at_one_point)
   double c_ = 0.0;
   // The grid and the variables in slot order.
   std::vector<double> logs_, centres_, points_, xi_, xs_, qs_, placed_q_;
