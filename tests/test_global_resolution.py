@@ -365,7 +365,7 @@ def test_summed_terms_match_enumeration_at_the_same_point(seed):
     assert np.abs(fast["gradient"] - exact["gradient"]).sum() <= fast["gradient_error"] + 1e-14
     # Differences of positive sums, each within about 2e-10 relative (LaplaceSums::relative_error(2));
     # LaplaceSums' Hessian-vector products take every other node, about 1e-4 relative.
-    # On the grid (from about 100 variables at span 0), the Hessian takes 8 Chebyshev terms: 1e-5.
+    # On the grid (from about 100 variables at span 0), the Hessian takes 7 Chebyshev terms: 1e-5.
     for key, tolerance in (("diagonal", 1e-5 if fast["grid"] else 1e-9),
                            ("hessian_times", 1e-3 if fast["laplace"] else 1e-9)):
         np.testing.assert_allclose(fast[key], exact[key], rtol=tolerance, atol=tolerance * np.abs(exact[key]).max())
@@ -399,7 +399,7 @@ def test_grid_sums_match_enumeration_at_the_same_point(seed):
     forced at these small sizes, n = 2 included) against the enumerated terms at one point, with
     the certified and the coarse rules: the gradient and the accepted mass within the bound each
     reports (certified: at most 1e-8; coarse: 1e-3 of the mass), the Hessian's diagonal and
-    products (8 Chebyshev terms) good to 1e-5."""
+    products (7 Chebyshev terms) good to 1e-5."""
     from multidraft import _core
     q, n, bases, slack, a, v, max_terms = derivative_instance(seed)
     exact = _core._testing.objective_derivatives(q, n, bases, slack, a, v, False)
