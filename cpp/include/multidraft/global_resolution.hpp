@@ -298,10 +298,13 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
       leaving = narrowed_and_sorted();
     }
   }
-  std::vector<int> kept;
-  kept.reserve(count - leaving);
-  for (int j = 0; j < count; ++j)
-    if (!leaves[j]) kept.push_back(j);
+  std::vector<int> kept(count - leaving + 1);  // one spare slot: written unconditionally, as gather
+  int written = 0;
+  for (int j = 0; j < count; ++j) {
+    kept[written] = j;
+    written += !leaves[j];
+  }
+  kept.resize(written);
   return kept;
 }
 
@@ -543,14 +546,16 @@ class GlobalResolutionPlan {
   Eigen::VectorXd warm_start(const std::vector<double>& member_mass, double base, const std::vector<double>& targets,
                              bool slack) const {
     const int m = static_cast<int>(member_mass.size());
-    Eigen::VectorXd start = Eigen::VectorXd::Zero(m);
-    if (!slack) return start;
+    if (!slack) return Eigen::VectorXd::Zero(m);
+    Eigen::VectorXd start(m);  // every entry written below
     double Q = base;
     for (double x : member_mass) Q += x;
     const double k = (n_ - 1) / Q;
     // Branch-free loops over every member (full vocabularies: ~32000); the first vectorises with
-    // n a compile-time constant (n <= 4).
-    std::vector<double> odds(m);  // o'_i; -1: not coverable
+    // n a compile-time constant (n <= 4). The odds live in a per-thread workspace (no pages
+    // faulted in per plan).
+    thread_local std::vector<double> odds;  // o'_i; -1: not coverable
+    odds.resize(m);
     const double* __restrict mass = member_mass.data();
     const double* __restrict target = targets.data();
     double* __restrict o = odds.data();

@@ -53,8 +53,9 @@ inline std::vector<double> residual_law(const double* p, const double* rows, int
 // Everything the complementary-slackness split of i.i.d. drafts knows before any flow or convex
 // solve: the draft support, its ratio order, H* (its first h tokens), the outer row targets p_i, and the rejection
 // law rho(i) = (p(i) - p_i) / sum_j (p(j) - p_j) on V \ H* (inner rows saturate at p on H*).
-// Only the law is V long: the rows are kept for the outer tokens with q > 0 (p_i = 0 elsewhere).
-// Callers that do not need the law (exact Global Resolution) skip it.
+// Only the law and subset.in_H are V long: the rows are kept for the outer tokens with q > 0
+// (p_i = 0 elsewhere). Callers that need neither (exact Global Resolution: H* is the first h
+// tokens of `order`, and the plan builds its own residual) skip both.
 struct IidSplit {
   std::vector<int> support;  // the tokens with q > 0, increasing
   std::vector<int> order_positions;  // order[k] = support[order_positions[k]]
@@ -71,7 +72,7 @@ struct IidSplit {
     order.resize(order_positions.size());
     for (std::size_t k = 0; k < order.size(); ++k) order[k] = support[order_positions[k]];
     IidPrefix H;
-    subset = iid_optimal_subset(p, q, V, n, order, &H);
+    subset = iid_optimal_subset(p, q, V, n, order, &H, with_law);
     h = H.length;
     draft_mass_H = H.draft_mass;
     draft_mass = H.total_draft_mass;

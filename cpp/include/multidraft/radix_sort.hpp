@@ -32,8 +32,8 @@ inline std::uint64_t decreasing_key(double x) { return ~increasing_key(x); }
 // finishes instead. Digits are bytes, or 11 bits from kWideDigits entries on (three scatter passes
 // instead of four: a full vocabulary's 32000 ratios sort ~15% faster; the 2048 buckets cost more
 // than they save on a top-k draft's ~1000 entries). The histograms of every digit are counted in
-// the pass that reads the keys. The buffers are a per-thread workspace: the plans sort on every
-// call, up to a vocabulary each.
+// the pass that reads the keys (and again only when the keys vary in fewer than 57 bits). The
+// buffers are a per-thread workspace: the plans sort on every call, up to a vocabulary each.
 template <class Key>
 void positions_by_key(int count, Key key, std::vector<int>& positions) {
   struct Item {
@@ -51,24 +51,37 @@ void positions_by_key(int count, Key key, std::vector<int>& positions) {
   keys.resize(count);
   items.resize(count);
   std::uint64_t varying = 0;  // the bits in which some key differs from the first
-  for (int j = 0; j < count; ++j) {
-    keys[j] = key(j);
-    varying |= keys[j] ^ keys[0];
-  }
+  int shift = 0;              // the lead is key >> shift
+  auto lead_shift = [&] {
+    int at = 0;
+    while (at < 32 && (varying >> at) >= (std::uint64_t{1} << 32)) at += 8;
+    return at;
+  };
   auto before = [&](const Item& a, const Item& b) {
     return keys[a.position] < keys[b.position] || (keys[a.position] == keys[b.position] && a.position < b.position);
   };
-  int shift = 0;  // the lead is key >> shift
-  while (shift < 32 && (varying >> shift) >= (std::uint64_t{1} << 32)) shift += 8;
-  constexpr int kSmall = 128, kWideDigits = 8192;
+  constexpr int kSmall = 128, kWideDigits = 8192, kUsualShift = 32;
   auto radix = [&](auto digit_bits) {
     constexpr int kBits = decltype(digit_bits)::value, kBuckets = 1 << kBits, kPasses = (32 + kBits - 1) / kBits;
     std::vector<int>& histogram = workspace.histogram;
-    histogram.assign(kPasses * kBuckets, 0);
-    for (int j = 0; j < count; ++j) {
+    auto count_leads = [&](int j) {
       const std::uint32_t lead = static_cast<std::uint32_t>(keys[j] >> shift);
       items[j] = {lead, j};
       for (int pass = 0; pass < kPasses; ++pass) ++histogram[pass * kBuckets + ((lead >> (pass * kBits)) & (kBuckets - 1))];
+    };
+    // One pass reads the keys and counts their leads at the usual shift (doubles of different
+    // exponents vary above bit 56); keys varying less are counted again at their own shift.
+    histogram.assign(kPasses * kBuckets, 0);
+    shift = kUsualShift;
+    for (int j = 0; j < count; ++j) {
+      keys[j] = key(j);
+      varying |= keys[j] ^ keys[0];
+      count_leads(j);
+    }
+    if (lead_shift() != kUsualShift) {
+      shift = lead_shift();
+      histogram.assign(kPasses * kBuckets, 0);
+      for (int j = 0; j < count; ++j) count_leads(j);
     }
     const std::uint64_t lead_varying = varying >> shift;
     std::vector<Item>& buffer = workspace.buffer;
@@ -83,6 +96,11 @@ void positions_by_key(int count, Key key, std::vector<int>& positions) {
     }
   };
   if (count <= kSmall) {
+    for (int j = 0; j < count; ++j) {
+      keys[j] = key(j);
+      varying |= keys[j] ^ keys[0];
+    }
+    shift = lead_shift();
     for (int j = 0; j < count; ++j) items[j] = {static_cast<std::uint32_t>(keys[j] >> shift), j};
     std::sort(items.begin(), items.end(), before);
   } else {

@@ -65,10 +65,11 @@ struct IidPrefix {
   double total_draft_mass = 0.0;               // Q of every token in the order
 };
 
-// Returns the prefix through `prefix` when asked (the polymatroid pass and Global Resolution).
+// Returns the prefix through `prefix` when asked (the polymatroid pass and Global Resolution);
+// callers that read only the prefix skip the V-long member flags (with_members = false).
 template <class Row>
 SubsetSolution iid_optimal_subset(const Row& p, const Row& q, int V, int n, const std::vector<int>& order,
-                                  IidPrefix* prefix = nullptr) {
+                                  IidPrefix* prefix = nullptr, bool with_members = true) {
   CompensatedSum P, Q;
   double best = 0.0, best_P = 0.0, best_Q = 0.0;
   int best_length = 0;
@@ -90,6 +91,7 @@ SubsetSolution iid_optimal_subset(const Row& p, const Row& q, int V, int n, cons
   if (prefix) *prefix = {best_length, best_P, best_Q, Q.value()};
   SubsetSolution solution;
   solution.alpha = std::clamp(1.0 + best, 0.0, 1.0);
+  if (!with_members) return solution;
   solution.in_H.assign(V, 0);
   for (int m = 0; m < best_length; ++m) solution.in_H[order[m]] = 1;
   return solution;
