@@ -340,22 +340,22 @@ class GlobalResolutionPlan {
     const double slack_threshold = options.paper_threshold ? 0.0 : 3.0;
 
     // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n. outer_rows[j] belongs
-    // to order[h + j].
-    const int* outer_order = split.order.data() + split.h;
+    // to order[h + j]. The masses are read in the ratio order (IidSplit::p_order, q_order).
+    const int h = split.h;
+    const double* q_outer = split.q_order.data() + h;
     const std::vector<int> outer_kept =
-        minimal_truncation(static_cast<int>(split.outer_rows.size()), [&](int j) { return q[outer_order[j]]; }, q_total,
-                           n, options.tau, outer_.truncation_error);
+        minimal_truncation(static_cast<int>(split.outer_rows.size()), [&](int j) { return q_outer[j]; }, q_total, n,
+                           options.tau, outer_.truncation_error);
     const int outer_size = static_cast<int>(outer_kept.size());
     outer_.threshold = 5.0 * options.tau - slack_threshold * outer_.truncation_error;
-    std::vector<int> outer_tokens(outer_size), outer_positions(outer_size);  // the latter in the support
-    std::vector<double> outer_targets(outer_size);
+    std::vector<int> outer_positions(outer_size);  // in the support
+    std::vector<double> outer_mass(outer_size), outer_targets(outer_size);
     for (int k = 0; k < outer_size; ++k) {
-      outer_tokens[k] = outer_order[outer_kept[k]];
-      outer_positions[k] = split.order_positions[split.h + outer_kept[k]];
+      outer_positions[k] = split.order_positions[h + outer_kept[k]];
+      outer_mass[k] = q_outer[outer_kept[k]];
       outer_targets[k] = split.outer_rows[outer_kept[k]];
     }
-    const SystemSolution outer =
-        solve_system(outer_tokens, q, {mass_H}, outer_targets, false, outer_, nullptr);
+    const SystemSolution outer = solve_system(outer_mass, {mass_H}, outer_targets, false, outer_, nullptr);
     // Outer tokens outside T: any finite value is allowed; the smallest alpha of T (spec §2.8).
     for (int k = 0; k < outer_size; ++k)
       outer_default_alpha_ = k == 0 ? outer.alpha[k] : std::min(outer_default_alpha_, outer.alpha[k]);
@@ -363,47 +363,44 @@ class GlobalResolutionPlan {
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
     support_class_.resize(split.support.size());
-    std::vector<int> inner_tokens(split.h), inner_positions(split.h);  // the latter in the support
+    std::vector<int> inner_positions(h);  // in the support
+    std::vector<double> inner_mass(h), inner_targets(h);
     int inner_count = 0;
     double mass_Z = 0.0;
-    for (int k = 0; k < split.h; ++k) {
-      const int t = split.order[k], position = split.order_positions[k];
-      const bool target = p[t] > 0.0;
-      support_class_[position] = target ? kInner : kZ;
-      inner_tokens[inner_count] = t;  // written unconditionally, kept when p > 0
-      inner_positions[inner_count] = position;
-      inner_count += target;
-      if (!target) mass_Z += q[t];
+    for (int k = 0; k < h; ++k) {
+      const int position = split.order_positions[k];
+      const double target = split.p_order[k], mass = split.q_order[k];
+      support_class_[position] = target > 0.0 ? kInner : kZ;
+      inner_positions[inner_count] = position;  // written unconditionally, kept when p > 0
+      inner_mass[inner_count] = mass;
+      inner_targets[inner_count] = target;
+      inner_count += target > 0.0;
+      if (!(target > 0.0)) mass_Z += mass;
     }
-    inner_tokens.resize(inner_count);
-    inner_positions.resize(inner_count);
-    for (std::size_t k = split.h; k < split.order.size(); ++k) support_class_[split.order_positions[k]] = kOuter;
+    for (std::size_t k = h; k < split.order.size(); ++k) support_class_[split.order_positions[k]] = kOuter;
     std::vector<int> inner_kept = minimal_truncation(
-        static_cast<int>(inner_tokens.size()), [&](int j) { return q[inner_tokens[j]]; }, mass_H, n, options.tau,
-        inner_.truncation_error);
+        inner_count, [&](int j) { return inner_mass[j]; }, mass_H, n, options.tau, inner_.truncation_error);
     if (integer_power(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
       inner_kept.clear();
       inner_.truncation_error = integer_power(mass_H, n);
     }
     const int inner_size = static_cast<int>(inner_kept.size());
-    for (int k = 0; k < inner_size; ++k) {  // kept[k] >= k
-      inner_tokens[k] = inner_tokens[inner_kept[k]];
-      inner_positions[k] = inner_positions[inner_kept[k]];
-    }
-    inner_tokens.resize(inner_size);
-    inner_positions.resize(inner_size);
-    inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
-    std::vector<double> inner_targets(inner_size);
     double mass_T = 0.0;
-    for (int k = 0; k < inner_size; ++k) {
-      inner_targets[k] = p[inner_tokens[k]];
-      mass_T += q[inner_tokens[k]];
+    for (int k = 0; k < inner_size; ++k) {  // kept[k] >= k
+      inner_positions[k] = inner_positions[inner_kept[k]];
+      inner_mass[k] = inner_mass[inner_kept[k]];
+      inner_targets[k] = inner_targets[inner_kept[k]];
+      mass_T += inner_mass[k];
     }
+    inner_positions.resize(inner_size);
+    inner_mass.resize(inner_size);
+    inner_targets.resize(inner_size);
+    inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
     // Second base: the acceptance of the assembled plan counts tuples of H*^n by their T-part,
     // whatever their other tokens are (base Q(H*) - Q(T)).
     double inner_acceptance = 0.0;
-    const SystemSolution inner = solve_system(
-        inner_tokens, q, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets, true, inner_, &inner_acceptance);
+    const SystemSolution inner = solve_system(inner_mass, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets,
+                                              true, inner_, &inner_acceptance);
 
     // The solutions by support position (a per-thread workspace), read back in the support's
     // increasing ids: truncated_ comes out sorted, and the exact plan's law r with it, without a sort.
@@ -453,7 +450,7 @@ class GlobalResolutionPlan {
     double outer_T = 0.0, inner_T = 0.0;  // Q(T) of each kept system
     if (outer.rows_known) {
       place(outer_positions, outer);
-      for (int t : outer_tokens) outer_T += q[t];
+      for (double mass : outer_mass) outer_T += mass;
     }
     if (inner.rows_known) {
       place(inner_positions, inner);
@@ -706,16 +703,14 @@ class GlobalResolutionPlan {
     return token_class(t) != kOuter ? -std::numeric_limits<double>::infinity() : outer_default_alpha_;
   }
 
-  // Builds the grouped terms of one system over `tokens` and minimises it. bases[0] weights the
-  // objective; an optional bases[1] accumulates sum_U weight1_U * s_U / (1 + s_U) (inner
-  // acceptance) at the solution.
-  SystemSolution solve_system(const std::vector<int>& tokens, const ScaledRow& q, const std::vector<double>& bases,
-                                   const std::vector<double>& targets, bool slack, SystemReport& report,
-                                   double* acceptance) const {
-    const int m = static_cast<int>(tokens.size());
+  // Builds the grouped terms of one system over the tokens of draft masses `member_mass` and
+  // minimises it. bases[0] weights the objective; an optional bases[1] accumulates
+  // sum_U weight1_U * s_U / (1 + s_U) (inner acceptance) at the solution.
+  SystemSolution solve_system(const std::vector<double>& member_mass, const std::vector<double>& bases,
+                              const std::vector<double>& targets, bool slack, SystemReport& report,
+                              double* acceptance) const {
+    const int m = static_cast<int>(member_mass.size());
     report.truncation_size = m;
-    std::vector<double> member_mass(m);
-    for (int k = 0; k < m; ++k) member_mass[k] = q[tokens[k]];
     // The terms live in a per-thread workspace: one plan per token, same sizes every time, so
     // reusing the storage avoids allocating (and faulting in) tens of MB per call.
     ConvexWorkspace& workspace = convex_workspace();
