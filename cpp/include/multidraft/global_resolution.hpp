@@ -357,8 +357,12 @@ class GlobalResolutionPlan {
     }
     const SystemSolution outer = solve_system(outer_mass, {mass_H}, outer_targets, false, outer_, nullptr);
     // Outer tokens outside T: any finite value is allowed; the smallest alpha of T (spec §2.8).
-    for (int k = 0; k < outer_size; ++k)
-      outer_default_alpha_ = k == 0 ? outer.alpha[k] : std::min(outer_default_alpha_, outer.alpha[k]);
+    if (outer_size > 0) {
+      double lowest = outer.alpha[0];
+#pragma omp simd reduction(min : lowest)
+      for (int k = 0; k < outer_size; ++k) lowest = std::min(lowest, outer.alpha[k]);
+      outer_default_alpha_ = lowest;
+    }
 
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <lemon/preflow.h>
@@ -72,16 +73,25 @@ double iid_minimal_prefix(int count, int n, TargetMass p_at, DraftMass q_at, Iid
   CompensatedSum P, Q;
   double best = 0.0, best_P = 0.0, best_Q = 0.0;
   int best_length = 0;
-  for (int m = 0; m < count; ++m) {
-    P.add(p_at(m));
-    Q.add(q_at(m));
-    const double psi = P.value() - integer_power(Q.value(), n);
-    if (psi < best - 1e-15) {
-      best = psi;
-      best_length = m + 1;
-      best_P = P.value();
-      best_Q = Q.value();
+  auto scan = [&](auto degree) {  // degree: n as a compile-time constant (the power unrolled), or 0
+    constexpr int kDegree = decltype(degree)::value;
+    for (int m = 0; m < count; ++m) {
+      P.add(p_at(m));
+      Q.add(q_at(m));
+      const double psi = P.value() - integer_power(Q.value(), kDegree > 0 ? kDegree : n);
+      if (psi < best - 1e-15) {
+        best = psi;
+        best_length = m + 1;
+        best_P = P.value();
+        best_Q = Q.value();
+      }
     }
+  };
+  switch (n) {
+    case 2: scan(std::integral_constant<int, 2>{}); break;
+    case 3: scan(std::integral_constant<int, 3>{}); break;
+    case 4: scan(std::integral_constant<int, 4>{}); break;
+    default: scan(std::integral_constant<int, 0>{});
   }
   if (-best < 1e-13) {  // snap: H* = empty set and alpha* = 1, error at most 1e-13 (spec §2.1)
     best = best_P = best_Q = 0.0;
