@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "multidraft/chebyshev_pieces.hpp"  // logs_with_range
 #include "multidraft/convex.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/network_builders.hpp"
@@ -583,15 +584,23 @@ class GlobalResolutionPlan {
       default: scan(std::integral_constant<int, 0>{});
     }
     const double level = S < 1.0 ? 1.0 / (1.0 - S) : 1.0;  // 1 + k s
-    double highest = -30.0;
+    // The logs by logs_with_range (log_positive, within a few ulps of std::log), in a loop that
+    // vectorises: a std::log call per member costs several times more. Of at least 1e-300:
+    // clamped to -30 anyway.
+    thread_local std::vector<double> levels;
+    levels.resize(m);
+    double* __restrict odds_level = levels.data();
+#pragma omp simd
+    for (int i = 0; i < m; ++i) odds_level[i] = std::max(o[i] * level, 1e-300);
     double* __restrict a = start.data();
+    double low, high;
+    logs_with_range(odds_level, m, 0.0, a, low, high);
+    double highest = -30.0;
 #pragma omp simd reduction(max : highest)
     for (int i = 0; i < m; ++i) {
-      // log of at least 1e-300: clamped to -30 anyway
-      const double odds_level = o[i] * level, logarithm = std::log(odds_level > 1e-300 ? odds_level : 1e-300);
-      const double clamped = logarithm < -30.0 ? -30.0 : logarithm > 30.0 ? 30.0 : logarithm;
-      a[i] = o[i] >= 0.0 ? clamped : 0.0;
-      highest = std::max(highest, o[i] >= 0.0 ? clamped : -30.0);
+      const double clamped = a[i] < -30.0 ? -30.0 : a[i] > 30.0 ? 30.0 : a[i];
+      a[i] = o[i] >= 0.0 ? clamped : -30.0;  // uncovered members are set below
+      highest = std::max(highest, a[i]);
     }
     const double uncovered = std::min(highest + 5.0, 30.0);
 #pragma omp simd
