@@ -24,19 +24,18 @@ inline std::vector<double> outer_row_targets(const double* p_order, const double
   const double PH = H.target_mass, QH = H.draft_mass;
   const int K = count - H.length;
   // psi(H_j) for H_j = H* ∪ {v_j .. v_{K-1}}; j = K is H* itself.
-  std::vector<double> suffix_p(K + 1, 0.0), suffix_q(K + 1, 0.0), cumulative_min(K + 1);
+  std::vector<double> suffix_p(K + 1, 0.0), suffix_q(K + 1, 0.0);
   for (int j = K - 1; j >= 0; --j) {
     suffix_p[j] = suffix_p[j + 1] + p_order[count - 1 - j];
     suffix_q[j] = suffix_q[j + 1] + q_order[count - 1 - j];
   }
-  for (int j = 0; j <= K; ++j) {
-    const double psi_Hj = PH + suffix_p[j] - integer_power(QH + suffix_q[j], n);
-    cumulative_min[j] = j == 0 ? psi_Hj : std::min(cumulative_min[j - 1], psi_Hj);
-  }
+  auto psi = [&](int j) { return PH + suffix_p[j] - integer_power(QH + suffix_q[j], n); };
   std::vector<double> targets(K);  // targets[j] belongs to order[h + j] = v_{K - 1 - j}
+  double minimum = psi(0);         // m_i, the cumulative minimum of psi(H_0 .. H_i)
   for (int i = 0; i < K; ++i) {  // p_{v_i} = p(v_i) + m_{i+1} - m_i, clamped against round-off
-    const double p_v = p_order[count - 1 - i];
-    targets[K - 1 - i] = std::clamp(p_v + cumulative_min[i + 1] - cumulative_min[i], 0.0, p_v);
+    const double p_v = p_order[count - 1 - i], next = std::min(minimum, psi(i + 1));
+    targets[K - 1 - i] = std::clamp(p_v + next - minimum, 0.0, p_v);
+    minimum = next;
   }
   return targets;
 }
