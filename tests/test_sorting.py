@@ -27,6 +27,11 @@ def cases():
     yield "half-tied", np.concatenate([base + rng.integers(0, 2**20, size=500).astype(np.uint64),
                                        double_keys(rng.exponential(size=500))])
     yield "tied-leading-bits-32000", base + rng.integers(0, 2**20, size=32000).astype(np.uint64)
+    for count in (1000, 5000, 32000):  # leads one digit short of 32 bits, then 32 bits
+        yield f"varying-50-bits-{count}", base + rng.integers(0, 2**50, size=count).astype(np.uint64)
+        yield f"ratios-few-binades-{count}", ~double_keys(0.25 + 5.0 * rng.random(count))
+        yield f"narrow-cluster-and-outlier-{count}", ~double_keys(np.append(1.0 + rng.random(count - 1) * 1e-3, 8.0))
+        yield f"cluster-and-zero-{count}", double_keys(np.append(rng.random(count - 1), 0.0))
     yield "one-infinite-ratio-32000", ~double_keys(np.append(1.0 + rng.random(31999) * 1e-3, np.inf))
     yield "few-values-32000", double_keys(rng.choice([0.1, 0.2, 0.5, np.inf], size=32000))
     yield "sorted", np.sort(double_keys(rng.exponential(size=2000)))

@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "multidraft/chebyshev_pieces.hpp"  // logs_with_range
 #include "multidraft/convex.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/network_builders.hpp"
@@ -298,10 +299,13 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
       leaving = narrowed_and_sorted();
     }
   }
-  std::vector<int> kept;
-  kept.reserve(count - leaving);
-  for (int j = 0; j < count; ++j)
-    if (!leaves[j]) kept.push_back(j);
+  std::vector<int> kept(count - leaving + 1);  // one spare slot: written unconditionally, as gather
+  int written = 0;
+  for (int j = 0; j < count; ++j) {
+    kept[written] = j;
+    written += !leaves[j];
+  }
+  kept.resize(written);
   return kept;
 }
 
@@ -337,70 +341,71 @@ class GlobalResolutionPlan {
     const double slack_threshold = options.paper_threshold ? 0.0 : 3.0;
 
     // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n. outer_rows[j] belongs
-    // to order[h + j].
-    const int* outer_order = split.order.data() + split.h;
+    // to order[h + j]. The masses are read in the ratio order (IidSplit::p_order, q_order).
+    const int h = split.h;
+    const double* q_outer = split.q_order.data() + h;
     const std::vector<int> outer_kept =
-        minimal_truncation(static_cast<int>(split.outer_rows.size()), [&](int j) { return q[outer_order[j]]; }, q_total,
-                           n, options.tau, outer_.truncation_error);
+        minimal_truncation(static_cast<int>(split.outer_rows.size()), [&](int j) { return q_outer[j]; }, q_total, n,
+                           options.tau, outer_.truncation_error);
     const int outer_size = static_cast<int>(outer_kept.size());
     outer_.threshold = 5.0 * options.tau - slack_threshold * outer_.truncation_error;
-    std::vector<int> outer_tokens(outer_size), outer_positions(outer_size);  // the latter in the support
-    std::vector<double> outer_targets(outer_size);
+    std::vector<int> outer_positions(outer_size);  // in the support
+    std::vector<double> outer_mass(outer_size), outer_targets(outer_size);
     for (int k = 0; k < outer_size; ++k) {
-      outer_tokens[k] = outer_order[outer_kept[k]];
-      outer_positions[k] = split.order_positions[split.h + outer_kept[k]];
+      outer_positions[k] = split.order_positions[h + outer_kept[k]];
+      outer_mass[k] = q_outer[outer_kept[k]];
       outer_targets[k] = split.outer_rows[outer_kept[k]];
     }
-    const SystemSolution outer =
-        solve_system(outer_tokens, q, {mass_H}, outer_targets, false, outer_, nullptr);
+    const SystemSolution outer = solve_system(outer_mass, {mass_H}, outer_targets, false, outer_, nullptr);
     // Outer tokens outside T: any finite value is allowed; the smallest alpha of T (spec §2.8).
-    for (int k = 0; k < outer_size; ++k)
-      outer_default_alpha_ = k == 0 ? outer.alpha[k] : std::min(outer_default_alpha_, outer.alpha[k]);
+    if (outer_size > 0) {
+      double lowest = outer.alpha[0];
+#pragma omp simd reduction(min : lowest)
+      for (int k = 0; k < outer_size; ++k) lowest = std::min(lowest, outer.alpha[k]);
+      outer_default_alpha_ = lowest;
+    }
 
     // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
     // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
     support_class_.resize(split.support.size());
-    std::vector<int> inner_tokens(split.h), inner_positions(split.h);  // the latter in the support
+    std::vector<int> inner_positions(h);  // in the support
+    std::vector<double> inner_mass(h), inner_targets(h);
     int inner_count = 0;
     double mass_Z = 0.0;
-    for (int k = 0; k < split.h; ++k) {
-      const int t = split.order[k], position = split.order_positions[k];
-      const bool target = p[t] > 0.0;
-      support_class_[position] = target ? kInner : kZ;
-      inner_tokens[inner_count] = t;  // written unconditionally, kept when p > 0
-      inner_positions[inner_count] = position;
-      inner_count += target;
-      if (!target) mass_Z += q[t];
+    for (int k = 0; k < h; ++k) {
+      const int position = split.order_positions[k];
+      const double target = split.p_order[k], mass = split.q_order[k];
+      support_class_[position] = target > 0.0 ? kInner : kZ;
+      inner_positions[inner_count] = position;  // written unconditionally, kept when p > 0
+      inner_mass[inner_count] = mass;
+      inner_targets[inner_count] = target;
+      inner_count += target > 0.0;
+      if (!(target > 0.0)) mass_Z += mass;
     }
-    inner_tokens.resize(inner_count);
-    inner_positions.resize(inner_count);
-    for (std::size_t k = split.h; k < split.order.size(); ++k) support_class_[split.order_positions[k]] = kOuter;
+    for (std::size_t k = h; k < split.order.size(); ++k) support_class_[split.order_positions[k]] = kOuter;
     std::vector<int> inner_kept = minimal_truncation(
-        static_cast<int>(inner_tokens.size()), [&](int j) { return q[inner_tokens[j]]; }, mass_H, n, options.tau,
-        inner_.truncation_error);
+        inner_count, [&](int j) { return inner_mass[j]; }, mass_H, n, options.tau, inner_.truncation_error);
     if (integer_power(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
       inner_kept.clear();
       inner_.truncation_error = integer_power(mass_H, n);
     }
     const int inner_size = static_cast<int>(inner_kept.size());
-    for (int k = 0; k < inner_size; ++k) {  // kept[k] >= k
-      inner_tokens[k] = inner_tokens[inner_kept[k]];
-      inner_positions[k] = inner_positions[inner_kept[k]];
-    }
-    inner_tokens.resize(inner_size);
-    inner_positions.resize(inner_size);
-    inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
-    std::vector<double> inner_targets(inner_size);
     double mass_T = 0.0;
-    for (int k = 0; k < inner_size; ++k) {
-      inner_targets[k] = p[inner_tokens[k]];
-      mass_T += q[inner_tokens[k]];
+    for (int k = 0; k < inner_size; ++k) {  // kept[k] >= k
+      inner_positions[k] = inner_positions[inner_kept[k]];
+      inner_mass[k] = inner_mass[inner_kept[k]];
+      inner_targets[k] = inner_targets[inner_kept[k]];
+      mass_T += inner_mass[k];
     }
+    inner_positions.resize(inner_size);
+    inner_mass.resize(inner_size);
+    inner_targets.resize(inner_size);
+    inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
     // Second base: the acceptance of the assembled plan counts tuples of H*^n by their T-part,
     // whatever their other tokens are (base Q(H*) - Q(T)).
     double inner_acceptance = 0.0;
-    const SystemSolution inner = solve_system(
-        inner_tokens, q, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets, true, inner_, &inner_acceptance);
+    const SystemSolution inner = solve_system(inner_mass, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets,
+                                              true, inner_, &inner_acceptance);
 
     // The solutions by support position (a per-thread workspace), read back in the support's
     // increasing ids: truncated_ comes out sorted, and the exact plan's law r with it, without a sort.
@@ -450,7 +455,7 @@ class GlobalResolutionPlan {
     double outer_T = 0.0, inner_T = 0.0;  // Q(T) of each kept system
     if (outer.rows_known) {
       place(outer_positions, outer);
-      for (int t : outer_tokens) outer_T += q[t];
+      for (double mass : outer_mass) outer_T += mass;
     }
     if (inner.rows_known) {
       place(inner_positions, inner);
@@ -546,13 +551,15 @@ class GlobalResolutionPlan {
   Eigen::VectorXd warm_start(const std::vector<double>& member_mass, double base, const std::vector<double>& targets,
                              bool slack) const {
     const int m = static_cast<int>(member_mass.size());
-    Eigen::VectorXd start = Eigen::VectorXd::Zero(m);
+    Eigen::VectorXd start(m);  // every entry written below
     double Q = base;
     for (double x : member_mass) Q += x;
     const double k = slack ? (n_ - 1) / Q : 0.0;
     // Branch-free loops over every member (full vocabularies: ~32000); the first vectorises with
-    // n a compile-time constant (n <= 4).
-    std::vector<double> odds(m);  // o'_i; -1: not coverable
+    // n a compile-time constant (n <= 4). The odds live in a per-thread workspace (no pages
+    // faulted in per plan).
+    thread_local std::vector<double> odds;  // o'_i; -1: not coverable
+    odds.resize(m);
     const double* __restrict mass = member_mass.data();
     const double* __restrict target = targets.data();
     double* __restrict o = odds.data();
@@ -579,15 +586,23 @@ class GlobalResolutionPlan {
       default: scan(std::integral_constant<int, 0>{});
     }
     const double level = S < 1.0 ? 1.0 / (1.0 - S) : 1.0;  // 1 + k s
-    double highest = -30.0;
+    // The logs by logs_with_range (log_positive, within a few ulps of std::log), in a loop that
+    // vectorises: a std::log call per member costs several times more. Of at least 1e-300:
+    // clamped to -30 anyway.
+    thread_local std::vector<double> levels;
+    levels.resize(m);
+    double* __restrict odds_level = levels.data();
+#pragma omp simd
+    for (int i = 0; i < m; ++i) odds_level[i] = std::max(o[i] * level, 1e-300);
     double* __restrict a = start.data();
+    double low, high;
+    logs_with_range(odds_level, m, 0.0, a, low, high);
+    double highest = -30.0;
 #pragma omp simd reduction(max : highest)
     for (int i = 0; i < m; ++i) {
-      // log of at least 1e-300: clamped to -30 anyway
-      const double odds_level = o[i] * level, logarithm = std::log(odds_level > 1e-300 ? odds_level : 1e-300);
-      const double clamped = logarithm < -30.0 ? -30.0 : logarithm > 30.0 ? 30.0 : logarithm;
-      a[i] = o[i] >= 0.0 ? clamped : 0.0;
-      highest = std::max(highest, o[i] >= 0.0 ? clamped : -30.0);
+      const double clamped = a[i] < -30.0 ? -30.0 : a[i] > 30.0 ? 30.0 : a[i];
+      a[i] = o[i] >= 0.0 ? clamped : -30.0;  // uncovered members are set below
+      highest = std::max(highest, a[i]);
     }
     const double uncovered = std::min(highest + 5.0, 30.0);
 #pragma omp simd
@@ -703,16 +718,14 @@ class GlobalResolutionPlan {
     return token_class(t) != kOuter ? -std::numeric_limits<double>::infinity() : outer_default_alpha_;
   }
 
-  // Builds the grouped terms of one system over `tokens` and minimises it. bases[0] weights the
-  // objective; an optional bases[1] accumulates sum_U weight1_U * s_U / (1 + s_U) (inner
-  // acceptance) at the solution.
-  SystemSolution solve_system(const std::vector<int>& tokens, const ScaledRow& q, const std::vector<double>& bases,
-                                   const std::vector<double>& targets, bool slack, SystemReport& report,
-                                   double* acceptance) const {
-    const int m = static_cast<int>(tokens.size());
+  // Builds the grouped terms of one system over the tokens of draft masses `member_mass` and
+  // minimises it. bases[0] weights the objective; an optional bases[1] accumulates
+  // sum_U weight1_U * s_U / (1 + s_U) (inner acceptance) at the solution.
+  SystemSolution solve_system(const std::vector<double>& member_mass, const std::vector<double>& bases,
+                              const std::vector<double>& targets, bool slack, SystemReport& report,
+                              double* acceptance) const {
+    const int m = static_cast<int>(member_mass.size());
     report.truncation_size = m;
-    std::vector<double> member_mass(m);
-    for (int k = 0; k < m; ++k) member_mass[k] = q[tokens[k]];
     // The terms live in a per-thread workspace: one plan per token, same sizes every time, so
     // reusing the storage avoids allocating (and faulting in) tens of MB per call.
     ConvexWorkspace& workspace = convex_workspace();

@@ -11,33 +11,31 @@
 
 namespace multidraft {
 
-// order: tokens with q > 0 by decreasing q/p; its first h tokens are H* (H: the subset scan's
+// order: tokens with q > 0 by decreasing q/p, their masses p_order[k] = p(order[k]) and
+// q_order[k] = q(order[k]) (count of them); its first h tokens are H* (H: the subset scan's
 // prefix, with P(H*) and Q(H*)). Returns p_i for the outer tokens with q > 0, aligned with
 // order[h], order[h + 1], ... Tokens with q = 0 come first
 // in the increasing-ratio order and get p_i = 0: removing one from H_j only lowers psi by p(v),
 // so the cumulative minimum moves with psi and p(v) + m_{i+1} - m_i = 0. The pass therefore
 // starts at H* ∪ (outer support), O(k) not O(V).
-template <class Row>
-std::vector<double> outer_row_targets(const Row& p, const Row& q, int n, const std::vector<int>& order,
-                                      const IidPrefix& H) {
-  // v_0 .. v_{K-1}: the outer tokens with q > 0 by increasing q/p.
-  const std::vector<int> outer(order.rbegin(), order.rend() - H.length);
+inline std::vector<double> outer_row_targets(const double* p_order, const double* q_order, int count, int n,
+                                             const IidPrefix& H) {
+  // v_0 .. v_{K-1}: the outer tokens with q > 0 by increasing q/p, v_j = order[count - 1 - j].
   const double PH = H.target_mass, QH = H.draft_mass;
-  const int K = static_cast<int>(outer.size());
+  const int K = count - H.length;
   // psi(H_j) for H_j = H* ∪ {v_j .. v_{K-1}}; j = K is H* itself.
-  std::vector<double> suffix_p(K + 1, 0.0), suffix_q(K + 1, 0.0), cumulative_min(K + 1);
+  std::vector<double> suffix_p(K + 1, 0.0), suffix_q(K + 1, 0.0);
   for (int j = K - 1; j >= 0; --j) {
-    suffix_p[j] = suffix_p[j + 1] + p[outer[j]];
-    suffix_q[j] = suffix_q[j + 1] + q[outer[j]];
+    suffix_p[j] = suffix_p[j + 1] + p_order[count - 1 - j];
+    suffix_q[j] = suffix_q[j + 1] + q_order[count - 1 - j];
   }
-  for (int j = 0; j <= K; ++j) {
-    const double psi_Hj = PH + suffix_p[j] - integer_power(QH + suffix_q[j], n);
-    cumulative_min[j] = j == 0 ? psi_Hj : std::min(cumulative_min[j - 1], psi_Hj);
-  }
-  std::vector<double> targets(K);  // targets[j] belongs to order[h + j] = outer[K - 1 - j]
+  auto psi = [&](int j) { return PH + suffix_p[j] - integer_power(QH + suffix_q[j], n); };
+  std::vector<double> targets(K);  // targets[j] belongs to order[h + j] = v_{K - 1 - j}
+  double minimum = psi(0);         // m_i, the cumulative minimum of psi(H_0 .. H_i)
   for (int i = 0; i < K; ++i) {  // p_{v_i} = p(v_i) + m_{i+1} - m_i, clamped against round-off
-    const int v = outer[i];
-    targets[K - 1 - i] = std::clamp(p[v] + cumulative_min[i + 1] - cumulative_min[i], 0.0, p[v]);
+    const double p_v = p_order[count - 1 - i], next = std::min(minimum, psi(i + 1));
+    targets[K - 1 - i] = std::clamp(p_v + next - minimum, 0.0, p_v);
+    minimum = next;
   }
   return targets;
 }
@@ -53,12 +51,16 @@ inline std::vector<double> residual_law(const double* p, const double* rows, int
 // Everything the complementary-slackness split of i.i.d. drafts knows before any flow or convex
 // solve: the draft support, its ratio order, H* (its first h tokens), the outer row targets p_i, and the rejection
 // law rho(i) = (p(i) - p_i) / sum_j (p(j) - p_j) on V \ H* (inner rows saturate at p on H*).
-// Only the law is V long: the rows are kept for the outer tokens with q > 0 (p_i = 0 elsewhere).
-// Callers that do not need the law (exact Global Resolution) skip it.
+// Only the law and subset.in_H are V long, the other arrays as long as the draft support: the rows
+// are kept for the outer tokens with q > 0 (p_i = 0 elsewhere). Callers that need neither (exact Global Resolution: H* is the first h
+// tokens of `order`, and the plan builds its own residual) skip both.
 struct IidSplit {
   std::vector<int> support;  // the tokens with q > 0, increasing
   std::vector<int> order_positions;  // order[k] = support[order_positions[k]]
   std::vector<int> order;            // the support by decreasing q/p (decreasing_ratio_positions)
+  // p(order[k]) and q(order[k]): read once, in the order, for the passes over it (the subset scan,
+  // the row targets, Global Resolution's truncation sets and systems)
+  std::vector<double> p_order, q_order;
   int h = 0;
   double draft_mass_H = 0.0, draft_mass = 0.0;  // Q(H*), Q(support)
   SubsetSolution subset;
@@ -68,15 +70,27 @@ struct IidSplit {
   template <class Row>
   IidSplit(const Row& p, const Row& q, int V, int n, bool with_law = true)
       : support(draft_support(stored(q), V)), order_positions(decreasing_ratio_positions(p, q, support)) {
-    order.resize(order_positions.size());
-    for (std::size_t k = 0; k < order.size(); ++k) order[k] = support[order_positions[k]];
+    const int count = static_cast<int>(order_positions.size());
+    order.resize(count);
+    p_order.resize(count);
+    q_order.resize(count);
+    for (int k = 0; k < count; ++k) {
+      const int t = support[order_positions[k]];
+      order[k] = t;
+      p_order[k] = p[t];
+      q_order[k] = q[t];
+    }
     IidPrefix H;
-    subset = iid_optimal_subset(p, q, V, n, order, &H);
+    const double best = iid_minimal_prefix(
+        count, n, [&](int m) { return p_order[m]; }, [&](int m) { return q_order[m]; }, H);
+    subset.alpha = std::clamp(1.0 + best, 0.0, 1.0);
     h = H.length;
     draft_mass_H = H.draft_mass;
     draft_mass = H.total_draft_mass;
-    outer_rows = outer_row_targets(p, q, n, order, H);
+    outer_rows = outer_row_targets(p_order.data(), q_order.data(), count, n, H);
     if (!with_law) return;
+    subset.in_H.assign(V, 0);
+    for (int k = 0; k < h; ++k) subset.in_H[order[k]] = 1;
     std::vector<double> residual(V);
     for (int i = 0; i < V; ++i) residual[i] = p[i];
     for (int k = 0; k < h; ++k) residual[order[k]] = 0.0;  // inner rows saturate at p on H*

@@ -25,19 +25,20 @@ inline std::uint64_t decreasing_key(double x) { return ~increasing_key(x); }
 
 // Positions 0 .. count-1 sorted by increasing key(position), ties in increasing position
 // (stable), written to `positions`. Small inputs use a comparison sort (the radix passes'
-// histograms cost more there). Larger ones are radix sorted by their 32 leading varying key bits
-// (8-byte entries, a pass per digit that varies: token ids take two; doubles keep the exponent and
-// ~20 bits of mantissa), then an insertion pass orders the entries those bits left tied by their
-// full keys, rarely more than a neighbour apart; when it would move entries far, a comparison sort
-// finishes instead. Digits are bytes, or 11 bits from kWideDigits entries on (three scatter passes
-// instead of four: a full vocabulary's 32000 ratios sort ~15% faster; the 2048 buckets cost more
-// than they save on a top-k draft's ~1000 entries). The histograms of every digit are counted in
-// the pass that reads the keys. The buffers are a per-thread workspace: the plans sort on every
-// call, up to a vocabulary each.
+// histograms cost more there). Larger ones are radix sorted by a lead: the key's offset from the
+// smallest key, its bits from the range's leading one down, 32 of them or one digit fewer when
+// that keeps the keys' doubles 18 bits of mantissa in every binade the range spans (8-byte
+// entries; token ids fit whole), then an insertion pass orders the entries the lead left tied by
+// their full keys, rarely more than a neighbour apart; when it would move entries far, a
+// comparison sort finishes instead. Digits are bytes, or 11 bits from kWideDigits entries on (the
+// 2048 buckets cost more than they save on a top-k draft's ~1000 entries): a full vocabulary's
+// 32000 ratios, whose exponents differ by a few, take two scatter passes (their 32 leading varying
+// bits took three). The histograms of every digit are counted in the pass that reads the leads.
+// The buffers are a per-thread workspace: the plans sort on every call, up to a vocabulary each.
 template <class Key>
 void positions_by_key(int count, Key key, std::vector<int>& positions) {
   struct Item {
-    std::uint32_t lead;  // the leading varying bits of the key
+    std::uint32_t lead;  // (key - smallest key) >> shift
     int position;
   };
   struct Workspace {
@@ -50,32 +51,39 @@ void positions_by_key(int count, Key key, std::vector<int>& positions) {
   std::vector<Item>& items = workspace.items;
   keys.resize(count);
   items.resize(count);
-  std::uint64_t varying = 0;  // the bits in which some key differs from the first
+  std::uint64_t smallest = ~std::uint64_t{0}, largest = 0;
   for (int j = 0; j < count; ++j) {
     keys[j] = key(j);
-    varying |= keys[j] ^ keys[0];
+    smallest = std::min(smallest, keys[j]);
+    largest = std::max(largest, keys[j]);
   }
   auto before = [&](const Item& a, const Item& b) {
     return keys[a.position] < keys[b.position] || (keys[a.position] == keys[b.position] && a.position < b.position);
   };
-  int shift = 0;  // the lead is key >> shift
-  while (shift < 32 && (varying >> shift) >= (std::uint64_t{1} << 32)) shift += 8;
   constexpr int kSmall = 128, kWideDigits = 8192;
+  int shift = 0;  // the lead drops the key's offset's lowest `shift` bits
   auto radix = [&](auto digit_bits) {
     constexpr int kBits = decltype(digit_bits)::value, kBuckets = 1 << kBits, kPasses = (32 + kBits - 1) / kBits;
+    // The lead is one digit short of 32 bits when a binade (2^52 key units of a double) still
+    // spans 2^18 leads or more (a range below 2^(lead + 34)), else 32 bits (2^20 leads or more).
+    constexpr int kShortLead = kBits * (kPasses - 1);
+    const std::uint64_t range = largest - smallest;
+    const int lead_bits = (range >> (kShortLead + 34)) == 0 ? kShortLead : 32;
+    while ((range >> shift) >= (std::uint64_t{1} << lead_bits)) ++shift;
     std::vector<int>& histogram = workspace.histogram;
     histogram.assign(kPasses * kBuckets, 0);
+    std::uint32_t lead_varying = 0;  // the lead bits some entry has (the smallest key's lead is 0)
     for (int j = 0; j < count; ++j) {
-      const std::uint32_t lead = static_cast<std::uint32_t>(keys[j] >> shift);
+      const std::uint32_t lead = static_cast<std::uint32_t>((keys[j] - smallest) >> shift);
       items[j] = {lead, j};
+      lead_varying |= lead;
       for (int pass = 0; pass < kPasses; ++pass) ++histogram[pass * kBuckets + ((lead >> (pass * kBits)) & (kBuckets - 1))];
     }
-    const std::uint64_t lead_varying = varying >> shift;
     std::vector<Item>& buffer = workspace.buffer;
     buffer.resize(count);
     for (int pass = 0; pass < kPasses; ++pass) {  // least significant digit first: stable passes
       const int digit_shift = pass * kBits;
-      if (!((lead_varying >> digit_shift) & (kBuckets - 1))) continue;  // a digit every key shares
+      if (!((lead_varying >> digit_shift) & (kBuckets - 1))) continue;  // a digit every lead shares
       int* start = histogram.data() + pass * kBuckets;
       std::exclusive_scan(start, start + kBuckets, start, 0);
       for (const Item& item : items) buffer[start[(item.lead >> digit_shift) & (kBuckets - 1)]++] = item;
@@ -83,7 +91,7 @@ void positions_by_key(int count, Key key, std::vector<int>& positions) {
     }
   };
   if (count <= kSmall) {
-    for (int j = 0; j < count; ++j) items[j] = {static_cast<std::uint32_t>(keys[j] >> shift), j};
+    for (int j = 0; j < count; ++j) items[j] = {0, j};
     std::sort(items.begin(), items.end(), before);
   } else {
     if (count >= kWideDigits)
@@ -99,7 +107,7 @@ void positions_by_key(int count, Key key, std::vector<int>& positions) {
         items[j] = items[j - 1];
       items[j] = current;
     }
-    if (moves > 8L * count) std::sort(items.begin(), items.end(), before);  // many ties in the leading bits
+    if (moves > 8L * count) std::sort(items.begin(), items.end(), before);  // many ties in the lead
   }
   positions.resize(count);
   for (int j = 0; j < count; ++j) positions[j] = items[j].position;

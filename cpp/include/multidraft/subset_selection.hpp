@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <lemon/preflow.h>
@@ -57,41 +58,58 @@ std::vector<int> decreasing_ratio_order(const Row& p, const Row& q, const std::v
 // i.i.d. drafts (spec §2.1): some minimiser is a prefix of the decreasing-q/p order; the
 // shortest prefix attaining the minimum (ties within 1e-15 resolved toward it) is H*.
 // For n >= 2 minimisers never split a group of equal ratios, so the tie order is irrelevant.
-// The prefix H* that iid_optimal_subset found: its length h, its target and draft masses, and
-// the draft mass of the whole order (the scan's compensated sums, for the passes that follow).
+// The prefix H* the scan found: its length h, its target and draft masses, and the draft mass of
+// the whole order (the scan's compensated sums, for the passes that follow).
 struct IidPrefix {
   int length = 0;
   double target_mass = 0.0, draft_mass = 0.0;  // P(H*), Q(H*)
   double total_draft_mass = 0.0;               // Q of every token in the order
 };
 
-// Returns the prefix through `prefix` when asked (the polymatroid pass and Global Resolution).
-template <class Row>
-SubsetSolution iid_optimal_subset(const Row& p, const Row& q, int V, int n, const std::vector<int>& order,
-                                  IidPrefix* prefix = nullptr) {
+// The scan over the masses in the order: p_at(m), q_at(m) of its m-th token (the polymatroid
+// pass reads them from arrays in that order). Returns min psi (0 when snapped to the empty set).
+template <class TargetMass, class DraftMass>
+double iid_minimal_prefix(int count, int n, TargetMass p_at, DraftMass q_at, IidPrefix& prefix) {
   CompensatedSum P, Q;
   double best = 0.0, best_P = 0.0, best_Q = 0.0;
   int best_length = 0;
-  for (std::size_t m = 0; m < order.size(); ++m) {
-    P.add(p[order[m]]);
-    Q.add(q[order[m]]);
-    const double psi = P.value() - integer_power(Q.value(), n);
-    if (psi < best - 1e-15) {
-      best = psi;
-      best_length = static_cast<int>(m) + 1;
-      best_P = P.value();
-      best_Q = Q.value();
+  auto scan = [&](auto degree) {  // degree: n as a compile-time constant (the power unrolled), or 0
+    constexpr int kDegree = decltype(degree)::value;
+    for (int m = 0; m < count; ++m) {
+      P.add(p_at(m));
+      Q.add(q_at(m));
+      const double psi = P.value() - integer_power(Q.value(), kDegree > 0 ? kDegree : n);
+      if (psi < best - 1e-15) {
+        best = psi;
+        best_length = m + 1;
+        best_P = P.value();
+        best_Q = Q.value();
+      }
     }
+  };
+  switch (n) {
+    case 2: scan(std::integral_constant<int, 2>{}); break;
+    case 3: scan(std::integral_constant<int, 3>{}); break;
+    case 4: scan(std::integral_constant<int, 4>{}); break;
+    default: scan(std::integral_constant<int, 0>{});
   }
   if (-best < 1e-13) {  // snap: H* = empty set and alpha* = 1, error at most 1e-13 (spec §2.1)
     best = best_P = best_Q = 0.0;
     best_length = 0;
   }
-  if (prefix) *prefix = {best_length, best_P, best_Q, Q.value()};
+  prefix = {best_length, best_P, best_Q, Q.value()};
+  return best;
+}
+
+template <class Row>
+SubsetSolution iid_optimal_subset(const Row& p, const Row& q, int V, int n, const std::vector<int>& order) {
+  IidPrefix H;
+  const double best = iid_minimal_prefix(
+      static_cast<int>(order.size()), n, [&](int m) { return p[order[m]]; }, [&](int m) { return q[order[m]]; }, H);
   SubsetSolution solution;
   solution.alpha = std::clamp(1.0 + best, 0.0, 1.0);
   solution.in_H.assign(V, 0);
-  for (int m = 0; m < best_length; ++m) solution.in_H[order[m]] = 1;
+  for (int m = 0; m < H.length; ++m) solution.in_H[order[m]] = 1;
   return solution;
 }
 
