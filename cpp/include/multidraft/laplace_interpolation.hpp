@@ -80,9 +80,9 @@ class LaplaceInterpolation {
   // As LaplaceSums::evaluate: adds every term's gradient and Hessian diagonal at x = e^{a - offset}
   // (the caller's x, whose exponent gives log x without a logarithm per variable: exp errs by an
   // ulp or two of |a - offset| <= 600, inside the 1e-12 ChebyshevPieces::relative_error keeps for
-  // coordinates) and returns the accepted mass; gradient_error() bounds the L1 error of both. With `level`, the
-  // point first moves to its level (Level), and everything is at x e^{level->shift}: x itself is
-  // left to the caller to scale.
+  // coordinates) and returns the accepted mass; gradient_error() bounds the L1 error of both.
+  // With `level`, the point first moves to its level (Level), and everything is at
+  // x e^{level->shift}: x itself is left to the caller to scale.
   double evaluate(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q,
                   int n, const std::vector<double>& bases, double c, Eigen::VectorXd& gradient,
                   Eigen::VectorXd& diagonal, bool coarse = false, Level* level = nullptr) {
@@ -96,8 +96,9 @@ class LaplaceInterpolation {
                             : evaluate_sized<4, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
       case 5: return coarse ? evaluate_sized<5, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
                             : evaluate_sized<5, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
-      default: return coarse ? evaluate_sized<6, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
-                             : evaluate_sized<6, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
+      default:
+        return coarse ? evaluate_sized<6, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
+                      : evaluate_sized<6, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
     }
   }
 
@@ -247,6 +248,7 @@ class LaplaceInterpolation {
     };
     constexpr int kTrials = 12;
     double s0 = 0.0, r0 = rejected(0.0), best = 0.0, best_miss = std::abs(r0 - level.aim);
+    if (!std::isfinite(r0)) best_miss = 0.0;  // no level to find from here: the point stays
     double below = level.low, above = level.high;  // rejected(below) > aim > rejected(above), once seen
     double s1 = std::clamp(std::log(r0 / level.aim), level.low, level.high);  // slope -1
     for (int trial = 0; trial < kTrials && best_miss > level.tolerance && s1 != s0; ++trial) {
@@ -262,7 +264,8 @@ class LaplaceInterpolation {
     shift_placement<P>(best);
   }
 
-  void place_variables(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q) {
+  void place_variables(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset,
+                       const std::vector<double>& q) {
     placed_x_ = x;
     placed_q_ = q;
     const int m = static_cast<int>(x.size());
