@@ -565,6 +565,13 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
     if (stay_in_range && objective.pass_range(x) > reach) return false;
     return leveled_evaluate(x, gradient, at, coarse && !last);
   };
+  // Within kJacobiAhead times the threshold, an inner problem on the grid takes the Jacobi step
+  // -g / diagonal instead of conjugate gradients: with its level found by every pass what is left
+  // is nearly diagonal, and the step cuts the gradient norm about tenfold (measured, flat V = 32000,
+  // n = 3: 1.5e-2, 1.7e-3, 2.1e-4, 2.4e-5 in successive leveled Jacobi steps), enough for the last
+  // one and without Hessian products (flat n = 3, tau = 1e-4: 4 products fewer per token on most
+  // tokens, 10% less time; wider, the Jacobi trial misses the threshold more often than it saves).
+  constexpr double kJacobiAhead = 5.0;
   // A trial from a point within kCertifyAhead times the threshold is likely the last (Newton cut
   // the gradient norm by 10 to 30 per step there: flat and peaked V = 32000, n = 3 and 4): it
   // takes the certified rule at once, which then spares the coarse pass at the final point.
@@ -621,6 +628,8 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
         if (factor.info() == Eigen::Success) break;
       }
       d = -factor.solve(descent);
+    } else if (objective.slack && curvature.on_grid && report.gradient_l1 <= kJacobiAhead * threshold) {
+      d = -(curvature.diagonal.array() + lambda).inverse().matrix().cwiseProduct(descent);
     } else {
       d = newton_direction_cg(objective, curvature, g, lambda, gauge, workspace.product_scratch);
     }
