@@ -48,13 +48,19 @@ class GrowingMatrix {
 inline double log_positive(double y) {
   std::uint64_t bits;
   std::memcpy(&bits, &y, sizeof bits);
-  int exponent = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
+  // The unbiased exponent as a double without an integer conversion (AVX2 has none for 64-bit
+  // lanes, and GCC left the loops calling this scalar on the avx2 core): the 11 exponent bits
+  // become the low mantissa bits of 2^52, exactly 2^52 + biased exponent.
+  const std::uint64_t exponent_bits = 0x4330000000000000ULL | ((bits >> 52) & 0x7ff);
+  double exponent;
+  std::memcpy(&exponent, &exponent_bits, sizeof exponent);
+  exponent -= 4503599627370496.0 + 1023.0;  // 2^52 + the bias: exact
   bits = (bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL;
   double r;
   std::memcpy(&r, &bits, sizeof r);
   const bool high = r > 1.4142135623730951;
   r = high ? 0.5 * r : r;
-  exponent += high ? 1 : 0;
+  exponent += high ? 1.0 : 0.0;
   const double s = (r - 1.0) / (r + 1.0), s2 = s * s;
   double series = 1.0 / 21.0;
   for (int k = 19; k >= 1; k -= 2) series = series * s2 + 1.0 / k;
