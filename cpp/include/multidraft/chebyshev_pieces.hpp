@@ -68,15 +68,18 @@ inline double log_positive(double y) {
   return exponent * kLog2High + (2.0 * s * series + exponent * kLog2Low);
 }
 
-// logs[k] = log(c + x[k]) for k < m (vectorised), and their range [low, high].
+// logs[k] = log(c + x[k]) for k < m (vectorised), and their range [low, high]. The range is
+// taken from the value, not read back from logs: GCC 12 left the loop scalar on every core
+// when it read logs[k] ("no vectype" for the load; checked in the object code).
 inline void logs_with_range(const double* __restrict x, int m, double c, double* __restrict logs, double& low,
                             double& high) {
   double lowest = std::numeric_limits<double>::infinity(), highest = -lowest;
 #pragma omp simd reduction(min : lowest) reduction(max : highest)
   for (int k = 0; k < m; ++k) {
-    logs[k] = log_positive(c + x[k]);
-    lowest = std::min(lowest, logs[k]);
-    highest = std::max(highest, logs[k]);
+    const double value = log_positive(c + x[k]);
+    logs[k] = value;
+    lowest = std::min(lowest, value);
+    highest = std::max(highest, value);
   }
   low = lowest, high = highest;
 }
