@@ -22,6 +22,7 @@
 
 #include "arrays.hpp"
 #include "parallel.hpp"
+#include "multidraft/chebyshev_pieces.hpp"  // logs_with_range (test hook)
 #include "multidraft/distribution.hpp"
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/global_resolution.hpp"
@@ -454,6 +455,18 @@ void bind_testing(py::module_& m) {
         return Ints(static_cast<py::ssize_t>(support.size()), std::vector<std::int64_t>(support.begin(), support.end()).data());
       },
       py::arg("q"));
+
+  // logs_with_range (chebyshev_pieces.hpp: vectorised log(c + x) and the range), against np.log in tests.
+  t.def(
+      "logs_with_range",
+      [](const Doubles& x, double c) {
+        const int m = static_cast<int>(x.shape(0));
+        std::vector<double> logs(m);
+        double low = 0.0, high = 0.0;
+        logs_with_range(x.data(), m, c, logs.data(), low, high);
+        return py::make_tuple(Doubles(m, logs.data()), low, high);
+      },
+      py::arg("x"), py::arg("c"));
 
   t.def(
       "global_resolution_plan",
