@@ -122,9 +122,8 @@ class LaplaceInterpolation {
   double gradient_error() const { return gradient_error_; }
 
  private:
-  static constexpr int kLanes = 8;   // slots of a piece's range are padded to a multiple of this
-  static constexpr int kSortLanes = 4;  // counters per piece while placing the variables
-  static constexpr int kChunk = 64;  // slots per anterpolation product (its Chebyshev basis stays in L1)
+  static constexpr int kLanes = 8;   // positions per block of the interpolation passes
+  static constexpr int kChunk = 64;  // positions per anterpolation product (its Chebyshev basis stays in L1)
   static constexpr int kCurvatureTerms = 7;  // Chebyshev terms of the Hessian diagonal's functions
   // An interpolated diagonal |D1 + x D2| below this fraction of |D1| + |x D2| lost too many digits
   // (7 Chebyshev terms: about 2e-8 of each part): the variable's Hessian terms are summed per node.
@@ -165,10 +164,12 @@ class LaplaceInterpolation {
     }
   };
 
-  // The grid over v = log x: occupied pieces of width 2W, each variable in a slot of its
-  // piece's block range (ranges padded to whole blocks of kLanes; padding slots have q = 0), and
-  // P points per piece. The slots are kept when x and q are those of the last call (a coarse
-  // pass's point certified: minimise_newton).
+  // The grid over v = log x: occupied pieces of width 2W, P points per piece, and the variables
+  // in a sequence cut into runs of one piece each. The sequence is the caller's order where that
+  // leaves few runs (the GR plan's ratio order keeps x monotone or nearly so: one run per piece
+  // for n = 2, a few more for n = 3 and 4), so nothing is gathered or scattered per pass;
+  // otherwise the variables are sorted by piece (one run each). The placement is kept when x and
+  // q are those of the last call (a coarse pass's point certified: minimise_newton).
   template <int P>
   void place(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q) {
     const bool same = x.size() == placed_x_.size() && q.size() == placed_q_.size() &&
@@ -197,7 +198,7 @@ class LaplaceInterpolation {
     set_points<P>(0.0);
     const double factor = std::exp(shift);
     for (double& x : xs_) x *= factor;
-    placed_x_ *= factor;  // as the caller scales its x: the next pass at that point keeps the slots
+    placed_x_ *= factor;  // as the caller scales its x: the next pass at that point keeps the placement
   }
 
   // The nodes in t covering every s = c + X_W + (i + 1) x of the grid's points (X_W <= (N - 1) x),
@@ -271,7 +272,6 @@ class LaplaceInterpolation {
     const int m = static_cast<int>(x.size());
     logs_.resize(m);
     piece_.resize(m);
-    const double* __restrict xv = x.data();
     double* __restrict logs = logs_.data();
     const double* __restrict exponent = a.data();
     double low = std::numeric_limits<double>::infinity(), high = -low;
@@ -288,46 +288,56 @@ class LaplaceInterpolation {
     int* __restrict piece = piece_.data();
 #pragma omp simd
     for (int u = 0; u < m; ++u) piece[u] = std::min(static_cast<int>((logs[u] + to_grid) * inverse_width), pieces - 1);
-    // Counted and placed in kSortLanes interleaved lanes (variable u in lane u % kSortLanes): with
-    // one counter per piece, consecutive variables of a piece would each wait for the previous
-    // one's increment (as SortedPoints does).
-    count_.assign(static_cast<std::size_t>(pieces) * kSortLanes, 0);  // [piece][lane]
-    for (int u = 0; u < m; ++u) ++count_[piece[u] * kSortLanes + u % kSortLanes];
-    centres_.clear();
-    start_.assign(1, 0);
-    fill_.clear();  // each occupied (piece, lane)'s first slot
-    std::vector<int> occupied_index(pieces, -1);
-    for (int p = 0; p < pieces; ++p) {
-      int count = 0;
-      for (int lane = 0; lane < kSortLanes; ++lane) fill_.push_back(start_.back() + count), count += count_[p * kSortLanes + lane];
-      if (count == 0) {
-        fill_.resize(fill_.size() - kSortLanes);
-        continue;
+
+    // Runs in the caller's order; beyond pieces + m / kChunk of them (runs shorter than a chunk
+    // on average) the variables are sorted by piece instead (a stable counting sort).
+    const int most_runs = pieces + m / kChunk;
+    runs_.clear();
+    for (int u = 0; u < m && static_cast<int>(runs_.size()) <= most_runs; ++u)
+      if (u == 0 || piece[u] != piece[u - 1]) runs_.push_back({piece[u], u, u + 1});
+      else ++runs_.back().end;
+    order_.clear();
+    if (static_cast<int>(runs_.size()) > most_runs) {
+      std::vector<int> fill(pieces + 1, 0);
+      for (int u = 0; u < m; ++u) ++fill[piece[u] + 1];
+      runs_.clear();
+      for (int p = 0; p < pieces; ++p) {
+        if (fill[p + 1] > 0) runs_.push_back({p, fill[p], fill[p] + fill[p + 1]});
+        fill[p + 1] += fill[p];
       }
-      occupied_index[p] = static_cast<int>(centres_.size());
-      centres_.push_back(centre0 + 2.0 * kHalfWidth * p);
-      start_.push_back(start_.back() + (count + kLanes - 1) / kLanes * kLanes);
+      order_.resize(m);
+      for (int u = 0; u < m; ++u) order_[fill[piece[u]]++] = u;
     }
-    const int occupied = static_cast<int>(centres_.size()), slots = start_.back();
-    // Each variable's local coordinate in its piece (in place of its log), then its slot.
+    // Occupied pieces, numbered in increasing x.
+    std::vector<int> occupied_index(pieces, -1);
+    for (const Run& run : runs_) occupied_index[run.piece] = 0;
+    centres_.clear();
+    for (int p = 0; p < pieces; ++p)
+      if (occupied_index[p] == 0) occupied_index[p] = static_cast<int>(centres_.size()), centres_.push_back(centre0 + 2.0 * kHalfWidth * p);
+    for (Run& run : runs_) run.piece = occupied_index[run.piece];
+
+    // In sequence order, padded by a block (x = q = 0) for the last run's partial block: each
+    // variable's local coordinate in its piece, x and q.
+    xi_.assign(m + kLanes, 0.0);
+    xs_.assign(m + kLanes, 0.0);
+    qs_.assign(m + kLanes, 0.0);
+    double* __restrict xi = xi_.data();
+    const double* __restrict xv = x.data();
+    const double inverse_half_width = 1.0 / kHalfWidth;
+    auto local = [&](int u) {
+      return std::clamp((logs[u] - (centre0 + 2.0 * kHalfWidth * piece[u])) * inverse_half_width, -1.0, 1.0);
+    };
+    if (order_.empty()) {
 #pragma omp simd
-    for (int u = 0; u < m; ++u)
-      logs[u] = std::clamp((logs[u] - (centre0 + 2.0 * kHalfWidth * piece[u])) * (1.0 / kHalfWidth), -1.0, 1.0);
-    for (int u = 0; u < m; ++u) piece[u] = occupied_index[piece[u]] * kSortLanes + u % kSortLanes;
-    order_.resize(slots);
-    xi_.resize(slots);
-    xs_.resize(slots);
-    qs_.resize(slots);
-    for (int u = 0; u < m; ++u) {
-      const int slot = fill_[piece[u]]++;
-      order_[slot] = u;
-      xi_[slot] = logs[u];
-      xs_[slot] = xv[u];
-      qs_[slot] = q[u];
+      for (int u = 0; u < m; ++u) xi[u] = local(u);
+      std::copy(xv, xv + m, xs_.begin());
+      std::copy(q.begin(), q.end(), qs_.begin());
+    } else {
+      for (int s = 0; s < m; ++s) {
+        const int u = order_[s];
+        xi[s] = local(u), xs_[s] = xv[u], qs_[s] = q[u];
+      }
     }
-    for (int o = 0; o < occupied; ++o)  // padding: no variable, q = 0
-      for (int slot = occupied_end(o); slot < start_[o + 1]; ++slot)
-        order_[slot] = -1, xi_[slot] = xs_[slot] = qs_[slot] = 0.0;
   }
 
   // Values at a piece's P points -> Chebyshev coefficients (chebyshev_transform).
@@ -337,16 +347,15 @@ class LaplaceInterpolation {
     return instance;
   }
 
-  // Calls body(o, s0, count, basis) for every chunk of at most kChunk slots of a piece, with
-  // basis (P x kChunk, row-major, count columns used): row p holds T_p(xi) at the chunk's slots
-  // (anterpolation: dot products over the chunk).
+  // Calls body(o, s0, count, basis) for every chunk of at most kChunk positions of a run (piece
+  // o), with basis (P x kChunk, row-major, count columns used): row p holds T_p(xi) at the chunk's
+  // positions (anterpolation: dot products over the chunk).
   template <int P, class Body>
   void for_each_chunk(Body&& body) const {
     Matrix basis(P, kChunk);
-    const int occupied = static_cast<int>(centres_.size());
-    for (int o = 0; o < occupied; ++o)
-      for (int s0 = start_[o]; s0 < start_[o + 1]; s0 += kChunk) {
-        const int count = std::min(kChunk, start_[o + 1] - s0);
+    for (const Run& run : runs_)
+      for (int s0 = run.begin; s0 < run.end; s0 += kChunk) {
+        const int o = run.piece, count = std::min(kChunk, run.end - s0);
         const double* __restrict xi = xi_.data() + s0;
         double* __restrict row0 = basis.row(0).data();
         double* __restrict row1 = basis.row(1).data();
@@ -364,20 +373,15 @@ class LaplaceInterpolation {
   }
 
   // Anterpolation: moments (points x F, row o P + i) of F weight columns given per chunk by
-  // weights(s0, count, w) (w: kChunk x F, column f over the chunk's slots), such that
+  // weights(s0, count, w) (w: kChunk x F, column f over the chunk's positions), such that
   // sum_u w_f(u) phi(x_u) ~ sum_i moments(i, f) phi(X_i) for any phi smooth on each piece.
   template <int P, int F, class Weights>
   void anterpolate(Weights&& weights, Matrix& moments) const {
     const int occupied = static_cast<int>(centres_.size());
-    Eigen::Matrix<double, P, F> chebyshev;  // sum_u w_f(u) T_p(xi_u) over one piece
+    Matrix chebyshev = Matrix::Zero(occupied * P, F);  // sum_u w_f(u) T_p(xi_u) per piece (row o P + p)
     Eigen::Matrix<double, Eigen::Dynamic, F> w(kChunk, F);
-    moments.setZero(occupied * P, F);
-    int piece = -1;
-    auto flush = [&] {
-      if (piece >= 0) moments.middleRows(piece * P, P).noalias() = transform<P>().transpose() * chebyshev;
-    };
+    moments.resize(occupied * P, F);
     for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
-      if (o != piece) flush(), piece = o, chebyshev.setZero();
       weights(s0, count, w);
       for (int p = 0; p < P; ++p) {  // dot products over the chunk (a matrix product pays its set-up per chunk)
         const double* __restrict row = basis.row(p).data();
@@ -386,19 +390,22 @@ class LaplaceInterpolation {
           double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
           for (int c = 0; c < count; ++c) sum += row[c] * column[c];
-          chebyshev(p, f) += sum;
+          chebyshev(o * P + p, f) += sum;
         }
       }
     });
-    flush();
+    for (int o = 0; o < occupied; ++o)
+      moments.middleRows(o * P, P).noalias() = transform<P>().transpose() * chebyshev.middleRows(o * P, P);
   }
 
-  // Calls body(o, s0) for every block of kLanes slots (piece o).
+  // Calls body(o, s0, count) for every block of kLanes positions of a run (piece o), its first
+  // `count` in the run. The lanes past a run's end hold later positions (or the padding): the
+  // body computes them branch-free with piece o's functions and discards them (later runs then
+  // write their own values there).
   template <class Body>
   void for_each_block(Body&& body) const {
-    const int occupied = static_cast<int>(centres_.size());
-    for (int o = 0; o < occupied; ++o)
-      for (int s0 = start_[o]; s0 < start_[o + 1]; s0 += kLanes) body(o, s0);
+    for (const Run& run : runs_)
+      for (int s0 = run.begin; s0 < run.end; s0 += kLanes) body(run.piece, s0, std::min(kLanes, run.end - s0));
   }
 
   // value[g][lane] = sum_{p < Terms} coefficient[g P + p] T_p(xi[lane]), the recurrence
@@ -425,18 +432,19 @@ class LaplaceInterpolation {
     }
   }
 
-  // Chebyshev coefficients [o][g][p] of G functions given by their values (points x G).
+  // Chebyshev coefficients [o][g][p] of G functions given by their values (points x G), into out
+  // from `start` on.
   template <int P, class Values>
-  void coefficients(const Values& values, std::vector<double>& out) const {
+  void coefficients(const Values& values, std::vector<double>& out, std::size_t start = 0) const {
     const int occupied = static_cast<int>(centres_.size()), G = static_cast<int>(values.cols());
-    out.resize(static_cast<std::size_t>(occupied) * G * P);
+    out.resize(start + static_cast<std::size_t>(occupied) * G * P);
     const Eigen::MatrixXd& t = transform<P>();
     for (int o = 0; o < occupied; ++o)
       for (int g = 0; g < G; ++g)
         for (int p = 0; p < P; ++p) {
           double sum = 0.0;
           for (int i = 0; i < P; ++i) sum += t(p, i) * values(o * P + i, g);
-          out[(static_cast<std::size_t>(o) * G + g) * P + p] = std::abs(sum) < kNegligible ? 0.0 : sum;
+          out[start + (static_cast<std::size_t>(o) * G + g) * P + p] = std::abs(sum) < kNegligible ? 0.0 : sum;
         }
   }
 
@@ -504,7 +512,7 @@ class LaplaceInterpolation {
     constexpr int F = N;
     Matrix moments;
     double mass[N + 1] = {};  // sum_u q_u^k
-    for (double qs : qs_) {
+    for (double qs : qs_) {  // the padding adds 0
       double power = 1.0;
       for (int k = 1; k <= N; ++k) mass[k] += power *= qs;
     }
@@ -619,12 +627,13 @@ class LaplaceInterpolation {
       for (int j = 1; j <= e; ++j) accepted_gamma[e] += std::abs(beta[e - j]) * E[j];
     }
 
-    d1_.resize(slots());
-    first_.resize(slots());
-    curvature_.resize(slots());
-    exact_.resize(slots());
+    const int m = static_cast<int>(placed_x_.size());
+    d1_.resize(m + kLanes);
+    first_.resize(m + kLanes);
+    curvature_.resize(m + kLanes);
+    exact_.resize(m + kLanes);
     exact_slots_.clear();
-    // Per lane: accepted mass and the two bounds, summed over the slots (padding slots add 0: q = 0).
+    // Per lane: accepted mass and the two bounds, summed over the positions of the runs.
     double accepted_lanes[kLanes] = {}, gradient_bound_lanes[kLanes] = {}, accepted_bound_lanes[kLanes] = {};
     const double* __restrict xs = xs_.data();
     const double* __restrict qs = qs_.data();
@@ -638,7 +647,7 @@ class LaplaceInterpolation {
       constexpr int PC = std::min(P, kCurvatureTerms);
       int piece = -1;
       double low = 1.0, gradient_envelope[N], accepted_envelope[N];  // per piece: sum_e gamma_e ratio_ke Fabs_{k-e}(X_low)
-      for_each_block([&](int o, int slot0) {
+      for_each_block([&](int o, int slot0, int count) {
         if (o != piece) {
           piece = o;
           low = points_[o * P + P - 1];
@@ -680,13 +689,14 @@ class LaplaceInterpolation {
         for (int l = 0; l < kLanes; ++l) {
           const double x = xs[slot0 + l], scale = n_factorial * x, envelope = n_factorial * std::max(x, low);
           const bool cancelled = std::abs(d1[l] + d2[l]) < kCancellation * (std::abs(d1[l]) + std::abs(d2[l]));
+          const bool in_run = l < count;  // the sums take the run's lanes (selected: the others are discarded)
           firsts[slot0 + l] = scale * g[l];
           d1s[slot0 + l] = scale * d1[l];
           curvatures[slot0 + l] = cancelled ? 0.0 : scale * (d1[l] + d2[l]);  // summed per node instead
           cancelled_at[slot0 + l] = cancelled;
-          accepted_lanes[l] += scale * a[l];
-          gradient_bound_lanes[l] += envelope * g_bound[l];
-          accepted_bound_lanes[l] += envelope * a_bound[l];
+          accepted_lanes[l] += in_run ? scale * a[l] : 0.0;
+          gradient_bound_lanes[l] += in_run ? envelope * g_bound[l] : 0.0;
+          accepted_bound_lanes[l] += in_run ? envelope * a_bound[l] : 0.0;
         }
       });
     };
@@ -694,21 +704,21 @@ class LaplaceInterpolation {
       pass(std::integral_constant<int, 2 * N>{});
     else
       pass(std::integral_constant<int, N>{});
-    // Out of slot order, after the pass (the pass's blocks then stay branch-free; padding slots,
-    // q = 0, hold zeros and are never cancelled).
-    const int* __restrict order = order_.data();
-    for (int o = 0; o < static_cast<int>(centres_.size()); ++o) {
-      const int end = occupied_end(o);
-      for (int slot = start_[o]; slot < end; ++slot) {
-        gradient[order[slot]] += firsts[slot];
-        diagonal[order[slot]] += curvatures[slot];
+    // Into the caller's order, after the pass (its blocks then stay branch-free).
+    if (order_.empty()) {
+      gradient += Eigen::Map<const Eigen::VectorXd>(firsts, m);
+      diagonal += Eigen::Map<const Eigen::VectorXd>(curvatures, m);
+    } else {
+      for (int slot = 0; slot < m; ++slot) {
+        gradient[order_[slot]] += firsts[slot];
+        diagonal[order_[slot]] += curvatures[slot];
       }
     }
-    for (int slot = 0; slot < slots(); ++slot)
+    for (int slot = 0; slot < m; ++slot)
       if (cancelled_at[slot]) exact_slots_.push_back(slot);
     exact_diagonal_.resize(exact_slots_.size());
     for (std::size_t e = 0; e < exact_slots_.size(); ++e)
-      diagonal[order_[exact_slots_[e]]] += exact_diagonal_[e] = exact_terms<N>(exact_slots_[e], nullptr, 0.0);
+      diagonal[variable(exact_slots_[e])] += exact_diagonal_[e] = exact_terms<N>(exact_slots_[e], nullptr, 0.0);
     double accepted = 0.0, gradient_bound = 0.0, accepted_bound = 0.0;
     for (int l = 0; l < kLanes; ++l)
       accepted += accepted_lanes[l], gradient_bound += gradient_bound_lanes[l], accepted_bound += accepted_bound_lanes[l];
@@ -727,15 +737,18 @@ class LaplaceInterpolation {
     // Moments of v q^k (k = 1..N-1), at t X e^{-i t X}: the sums R of LaplaceSums::hessian_times.
     constexpr int F = N - 1;
     Matrix moments;
-    std::vector<double>& coefficient_rows = scratch;  // the caller's working rows
+    // The caller's working rows: v in sequence order (when sorted), then the coefficients.
+    const int m = static_cast<int>(placed_x_.size());
+    const std::size_t coefficient_start = order_.empty() ? 0 : m;
+    scratch.resize(coefficient_start + static_cast<std::size_t>(centres_.size()) * N * P);
+    for (std::size_t slot = 0; slot < coefficient_start; ++slot) scratch[slot] = v[order_[slot]];
+    const double* __restrict vs = order_.empty() ? v.data() : scratch.data();
     anterpolate<P, F>(
         [&](int s0, int count, auto& w) {
           const double* __restrict qs = qs_.data() + s0;
           double* __restrict first = w.col(0).data();
-          const int* __restrict order = order_.data() + s0;
-          const double* __restrict vs = v.data();
 #pragma omp simd
-          for (int c = 0; c < count; ++c) first[c] = vs[std::max(order[c], 0)] * qs[c];  // padding: q = 0
+          for (int c = 0; c < count; ++c) first[c] = vs[s0 + c] * qs[c];
           for (int f = 1; f < F; ++f) {
             const double* __restrict lower = w.col(f - 1).data();
             double* __restrict column = w.col(f).data();
@@ -767,9 +780,10 @@ class LaplaceInterpolation {
       const Matrix transforms = exponentials_[i].matrix().transpose() * measures;
       for (int k = 1; k + i < N; ++k) values.col(k) += coefficient.c[i][k] * transforms.col(k);
     }
-    coefficients<P>(values, coefficient_rows);
+    coefficients<P>(values, scratch, coefficient_start);
+    const double* coefficient_rows = scratch.data() + coefficient_start;
     constexpr int PC = std::min(P, kCurvatureTerms);  // products, like the diagonal, need no certificate
-    for_each_block([&](int o, int s0) {
+    for_each_block([&](int o, int s0, int count) {
       double value[N][kLanes], power[kLanes], h[kLanes] = {};  // h = sum_k q^{N-k} Fhat^{K R}_k
       interpolate_lanes<P, PC, N>(&coefficient_rows[static_cast<std::size_t>(o) * N * P], xi_.data() + s0, value);
 #pragma omp simd
@@ -777,14 +791,12 @@ class LaplaceInterpolation {
       for (int k = N - 1; k >= 1; --k)
 #pragma omp simd
         for (int l = 0; l < kLanes; ++l) power[l] *= qs_[s0 + l], h[l] += power[l] * value[k][l];
-      for (int l = 0; l < kLanes; ++l) {
-        const int u = order_[s0 + l];
-        if (u >= 0 && !exact_[s0 + l]) out[u] += v[u] * d1_[s0 + l] - n_factorial * xs_[s0 + l] * h[l];
-      }
+      for (int l = 0; l < count; ++l)
+        if (!exact_[s0 + l]) out[variable(s0 + l)] += vs[s0 + l] * d1_[s0 + l] - n_factorial * xs_[s0 + l] * h[l];
     });
     for (std::size_t e = 0; e < exact_slots_.size(); ++e) {  // per node instead
-      const int slot = exact_slots_[e], u = order_[slot];
-      out[u] += v[u] * exact_diagonal_[e] - exact_terms<N>(slot, node_sums.data(), v[u]);
+      const int slot = exact_slots_[e];
+      out[variable(slot)] += vs[slot] * exact_diagonal_[e] - exact_terms<N>(slot, node_sums.data(), vs[slot]);
     }
   }
 
@@ -813,17 +825,22 @@ class LaplaceInterpolation {
     return total;
   }
 
-  int slots() const { return start_.back(); }
-  // The end of piece o's variables (then its padding, up to start_[o + 1]): lanes are laid out in turn.
-  int occupied_end(int o) const { return fill_[o * kSortLanes + kSortLanes - 1]; }
+  // The variable at a position of the sequence.
+  int variable(int slot) const { return order_.empty() ? slot : order_[slot]; }
+
+  struct Run {
+    int piece, begin, end;  // positions [begin, end) of the sequence, all in piece `piece`
+  };
 
   int n_ = 2, nodes_ = 0;
   bool coarse_ = false;
   double c_ = 0.0;
-  // The grid and the variables in slot order.
+  // The grid, and the variables in sequence order (the caller's, or order_ when sorted by piece);
+  // a slot is a position of the sequence.
   std::vector<double> logs_, centres_, points_, xi_, xs_, qs_, placed_q_;
   Eigen::VectorXd placed_x_;
-  std::vector<int> piece_, count_, start_, fill_, order_;
+  std::vector<int> piece_, order_;
+  std::vector<Run> runs_;
   double point_low_ = 1.0, point_high_ = 1.0;
   // The nodes in t and what products reuse: t_j, h t_j e^{-t_j c}, K per node, e^{-i t_j X}.
   std::vector<double> t_, weight_, K_, S_;
