@@ -276,10 +276,11 @@ class LaplaceInterpolation {
     const double* __restrict exponent = a.data();
     double low = std::numeric_limits<double>::infinity(), high = -low;
 #pragma omp simd reduction(min : low) reduction(max : high)
-    for (int u = 0; u < m; ++u) {
-      logs[u] = exponent[u] - offset;
-      low = std::min(low, logs[u]);
-      high = std::max(high, logs[u]);
+    for (int u = 0; u < m; ++u) {  // by value: std::min and max return references, which GCC left scalar
+      const double log_x = exponent[u] - offset;
+      logs[u] = log_x;
+      low = log_x < low ? log_x : low;
+      high = log_x > high ? log_x : high;
     }
     const int pieces = std::max(1, static_cast<int>(std::ceil((high - low) / (2.0 * kHalfWidth))));
     const double centre0 = 0.5 * (low + high) - (pieces - 1) * kHalfWidth;  // the grid centred on the points
