@@ -124,6 +124,9 @@ class LaplaceInterpolation {
  private:
   static constexpr int kLanes = 8;   // positions per block of the interpolation passes
   static constexpr int kChunk = 64;  // positions per anterpolation product (its Chebyshev basis stays in L1)
+  // The anterpolation's partial sums: kSumLanes wide (one AVX2 register), at most kSumRegisters of
+  // them live at once (AVX2 has 16 vector registers; the row group's w and basis values need the rest).
+  static constexpr int kSumLanes = 4, kSumRegisters = 12;
   static constexpr int kCurvatureTerms = 7;  // Chebyshev terms of the Hessian diagonal's functions
   // An interpolated diagonal |D1 + x D2| below this fraction of |D1| + |x D2| lost too many digits
   // (7 Chebyshev terms: about 2e-8 of each part): the variable's Hessian terms are summed per node.
@@ -349,25 +352,26 @@ class LaplaceInterpolation {
   }
 
   // Calls body(o, s0, count, basis) for every chunk of at most kChunk positions of a run (piece
-  // o), with basis (P x kChunk, row-major, count columns used): row p holds T_p(xi) at the chunk's
-  // positions (anterpolation: dot products over the chunk).
+  // o), with basis (P x kChunk, row-major): row p holds T_p(xi) at the chunk's positions, its
+  // count columns rounded up to whole kSumLanes (the padding's xi: later positions or 0).
   template <int P, class Body>
   void for_each_chunk(Body&& body) const {
     Matrix basis(P, kChunk);
     for (const Run& run : runs_)
       for (int s0 = run.begin; s0 < run.end; s0 += kChunk) {
         const int o = run.piece, count = std::min(kChunk, run.end - s0);
+        const int columns = (count + kSumLanes - 1) / kSumLanes * kSumLanes;  // inside xi_'s kLanes of padding
         const double* __restrict xi = xi_.data() + s0;
         double* __restrict row0 = basis.row(0).data();
         double* __restrict row1 = basis.row(1).data();
 #pragma omp simd
-        for (int c = 0; c < count; ++c) row0[c] = 1.0, row1[c] = xi[c];
+        for (int c = 0; c < columns; ++c) row0[c] = 1.0, row1[c] = xi[c];
         for (int p = 2; p < P; ++p) {
           const double* __restrict before = basis.row(p - 2).data();
           const double* __restrict last = basis.row(p - 1).data();
           double* __restrict row = basis.row(p).data();
 #pragma omp simd
-          for (int c = 0; c < count; ++c) row[c] = 2.0 * xi[c] * last[c] - before[c];
+          for (int c = 0; c < columns; ++c) row[c] = 2.0 * xi[c] * last[c] - before[c];
         }
         body(o, s0, count, basis);
       }
@@ -379,24 +383,57 @@ class LaplaceInterpolation {
   template <int P, int F, class Weights>
   void anterpolate(Weights&& weights, Matrix& moments) const {
     const int occupied = static_cast<int>(centres_.size());
-    Matrix chebyshev = Matrix::Zero(occupied * P, F);  // sum_u w_f(u) T_p(xi_u) per piece (row o P + p)
+    // sum_u w_f(u) T_p(xi_u) per piece, in kSumLanes partial sums: [o][p][f][lane]
+    std::vector<double> partial(static_cast<std::size_t>(occupied) * P * F * kSumLanes, 0.0);
     Eigen::Matrix<double, Eigen::Dynamic, F> w(kChunk, F);
-    moments.resize(occupied * P, F);
     for_each_chunk<P>([&](int o, int s0, int count, const Matrix& basis) {
       weights(s0, count, w);
-      for (int p = 0; p < P; ++p) {  // dot products over the chunk (a matrix product pays its set-up per chunk)
-        const double* __restrict row = basis.row(p).data();
-        for (int f = 0; f < F; ++f) {
-          const double* __restrict column = w.col(f).data();
-          double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-          for (int c = 0; c < count; ++c) sum += row[c] * column[c];
-          chebyshev(o * P + p, f) += sum;
-        }
-      }
+      const int columns = (count + kSumLanes - 1) / kSumLanes * kSumLanes;
+      for (int c = count; c < columns; ++c) w.row(c).setZero();  // the basis's padding columns add 0
+      double* sums = &partial[static_cast<std::size_t>(o) * P * F * kSumLanes];
+      constexpr int kRows = std::max(1, kSumRegisters / F), kWhole = P / kRows * kRows;
+      for (int p = 0; p < kWhole; p += kRows)
+        sum_products<kRows, F>(basis.row(p).data(), w.data(), columns, sums + p * F * kSumLanes);
+      if constexpr (kWhole < P)
+        sum_products<P - kWhole, F>(basis.row(kWhole).data(), w.data(), columns, sums + kWhole * F * kSumLanes);
     });
-    for (int o = 0; o < occupied; ++o)
-      moments.middleRows(o * P, P).noalias() = transform<P>().transpose() * chebyshev.middleRows(o * P, P);
+    Eigen::Matrix<double, P, F> chebyshev;
+    moments.resize(occupied * P, F);
+    for (int o = 0; o < occupied; ++o) {
+      for (int p = 0; p < P; ++p)
+        for (int f = 0; f < F; ++f) {
+          const double* lanes = &partial[((static_cast<std::size_t>(o) * P + p) * F + f) * kSumLanes];
+          double sum = 0.0;
+          for (int l = 0; l < kSumLanes; ++l) sum += lanes[l];
+          chebyshev(p, f) = sum;
+        }
+      moments.middleRows(o * P, P).noalias() = transform<P>().transpose() * chebyshev;
+    }
+  }
+
+  // sums[r][f][lane] += sum over the columns c = lane (mod kSumLanes) of basis[r][c] w[f][c]
+  // (basis rows kChunk apart, w's columns kChunk apart), for Rows rows at once: the Rows x F
+  // partial sums stay in registers across the chunk and each basis and w value is loaded once per
+  // row group (dot products one by one loaded both for every product and reduced each one).
+  template <int Rows, int F>
+  static void sum_products(const double* __restrict basis, const double* __restrict w, int columns,
+                           double* __restrict sums) {
+    double sum[Rows][F][kSumLanes];
+    for (int r = 0; r < Rows; ++r)
+      for (int f = 0; f < F; ++f)
+#pragma omp simd
+        for (int l = 0; l < kSumLanes; ++l) sum[r][f][l] = sums[(r * F + f) * kSumLanes + l];
+    for (int c = 0; c < columns; c += kSumLanes)
+#pragma GCC unroll 16
+      for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 16
+        for (int f = 0; f < F; ++f)
+#pragma omp simd
+          for (int l = 0; l < kSumLanes; ++l) sum[r][f][l] += basis[r * kChunk + c + l] * w[f * kChunk + c + l];
+    for (int r = 0; r < Rows; ++r)
+      for (int f = 0; f < F; ++f)
+#pragma omp simd
+        for (int l = 0; l < kSumLanes; ++l) sums[(r * F + f) * kSumLanes + l] = sum[r][f][l];
   }
 
   // Calls body(o, s0, count) for every block of kLanes positions of a run (piece o), its first
