@@ -175,8 +175,16 @@ class LaplaceInterpolation {
   // q are those of the last call (a coarse pass's point certified: minimise_newton).
   template <int P>
   void place(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q) {
-    const bool same = x.size() == placed_x_.size() && q.size() == placed_q_.size() &&
-                      std::equal(q.begin(), q.end(), placed_q_.begin()) && x == placed_x_;
+    // Compared with the placed copies (x first: it differs at once unless the point is certified),
+    // not with copies of their own: every array of m doubles read or written costs about as much
+    // as an arithmetic pass (m = 32000 spills out of L2).
+    const int m = static_cast<int>(x.size());
+    auto placed = [&](const double* values, const std::vector<double>& sequence) {
+      for (int slot = 0; slot < m; ++slot)
+        if (values[variable(slot)] != sequence[slot]) return false;
+      return true;
+    };
+    const bool same = m == m_ && static_cast<int>(q.size()) == m && placed(x.data(), xs_) && placed(q.data(), qs_);
     if (!same) place_variables(x, a, offset, q);
     set_points<P>(0.0);
   }
@@ -200,8 +208,7 @@ class LaplaceInterpolation {
     for (double& centre : centres_) centre += shift;
     set_points<P>(0.0);
     const double factor = std::exp(shift);
-    for (double& x : xs_) x *= factor;
-    placed_x_ *= factor;  // as the caller scales its x: the next pass at that point keeps the placement
+    for (double& x : xs_) x *= factor;  // as the caller scales its x: the next pass at that point keeps the placement
   }
 
   // The nodes in t covering every s = c + X_W + (i + 1) x of the grid's points (X_W <= (N - 1) x),
@@ -270,18 +277,13 @@ class LaplaceInterpolation {
 
   void place_variables(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset,
                        const std::vector<double>& q) {
-    placed_x_ = x;
-    placed_q_ = q;
-    const int m = static_cast<int>(x.size());
-    logs_.resize(m);
+    const int m = m_ = static_cast<int>(x.size());
     piece_.resize(m);
-    double* __restrict logs = logs_.data();
     const double* __restrict exponent = a.data();
     double low = std::numeric_limits<double>::infinity(), high = -low;
 #pragma omp simd reduction(min : low) reduction(max : high)
     for (int u = 0; u < m; ++u) {  // by value: std::min and max return references, which GCC left scalar
       const double log_x = exponent[u] - offset;
-      logs[u] = log_x;
       low = log_x < low ? log_x : low;
       high = log_x > high ? log_x : high;
     }
@@ -291,15 +293,14 @@ class LaplaceInterpolation {
     const double to_grid = kHalfWidth - centre0, inverse_width = 0.5 / kHalfWidth;
     int* __restrict piece = piece_.data();
 #pragma omp simd
-    for (int u = 0; u < m; ++u) piece[u] = std::min(static_cast<int>((logs[u] + to_grid) * inverse_width), pieces - 1);
+    for (int u = 0; u < m; ++u) piece[u] = std::min(static_cast<int>((exponent[u] - offset + to_grid) * inverse_width), pieces - 1);
 
     // Runs in the caller's order; beyond pieces + m / kChunk of them (runs shorter than a chunk
     // on average) the variables are sorted by piece instead (a stable counting sort).
     const int most_runs = pieces + m / kChunk;
     runs_.clear();
-    for (int u = 0; u < m && static_cast<int>(runs_.size()) <= most_runs; ++u)
-      if (u == 0 || piece[u] != piece[u - 1]) runs_.push_back({piece[u], u, u + 1});
-      else ++runs_.back().end;
+    for (int begin = 0, u = 1; u <= m && static_cast<int>(runs_.size()) <= most_runs; ++u)
+      if (u == m || piece[u] != piece[begin]) runs_.push_back({piece[begin], begin, u}), begin = u;
     order_.clear();
     if (static_cast<int>(runs_.size()) > most_runs) {
       std::vector<int> fill(pieces + 1, 0);
@@ -322,14 +323,16 @@ class LaplaceInterpolation {
 
     // In sequence order, padded by a block (x = q = 0) for the last run's partial block: each
     // variable's local coordinate in its piece, x and q.
-    xi_.assign(m + kLanes, 0.0);
-    xs_.assign(m + kLanes, 0.0);
-    qs_.assign(m + kLanes, 0.0);
+    for (std::vector<double>* row : {&xi_, &xs_, &qs_}) {
+      row->resize(m + kLanes);
+      std::fill(row->begin() + m, row->end(), 0.0);
+    }
     double* __restrict xi = xi_.data();
     const double* __restrict xv = x.data();
     const double inverse_half_width = 1.0 / kHalfWidth;
-    auto local = [&](int u) {
-      return std::clamp((logs[u] - (centre0 + 2.0 * kHalfWidth * piece[u])) * inverse_half_width, -1.0, 1.0);
+    auto local = [&](int u) {  // clamped by value (std::clamp's references kept the loop scalar)
+      const double coordinate = (exponent[u] - offset - (centre0 + 2.0 * kHalfWidth * piece[u])) * inverse_half_width;
+      return coordinate < -1.0 ? -1.0 : coordinate > 1.0 ? 1.0 : coordinate;
     };
     if (order_.empty()) {
 #pragma omp simd
@@ -668,7 +671,7 @@ class LaplaceInterpolation {
       for (int j = 1; j <= e; ++j) accepted_gamma[e] += std::abs(beta[e - j]) * E[j];
     }
 
-    const int m = static_cast<int>(placed_x_.size());
+    const int m = m_;
     d1_.resize(m + kLanes);
     first_.resize(m + kLanes);
     curvature_.resize(m + kLanes);
@@ -785,7 +788,7 @@ class LaplaceInterpolation {
     constexpr int F = N - 1;
     Matrix moments;
     // The caller's working rows: v in sequence order (when sorted), then the coefficients.
-    const int m = static_cast<int>(placed_x_.size());
+    const int m = m_;
     const std::size_t coefficient_start = order_.empty() ? 0 : m;
     scratch.resize(coefficient_start + static_cast<std::size_t>(centres_.size()) * N * P);
     for (std::size_t slot = 0; slot < coefficient_start; ++slot) scratch[slot] = v[order_[slot]];
@@ -895,8 +898,8 @@ class LaplaceInterpolation {
   double c_ = 0.0;
   // The grid, and the variables in sequence order (the caller's, or order_ when sorted by piece);
   // a slot is a position of the sequence.
-  std::vector<double> logs_, centres_, points_, xi_, xs_, qs_, placed_q_;
-  Eigen::VectorXd placed_x_;
+  int m_ = -1;  // the variables placed (-1: none yet)
+  std::vector<double> centres_, points_, xi_, xs_, qs_;
   std::vector<int> piece_, order_;
   std::vector<Run> runs_;
   double point_low_ = 1.0, point_high_ = 1.0;
