@@ -399,21 +399,25 @@ def test_grid_sums_match_enumeration_at_the_same_point(seed):
     forced at these small sizes, n = 2 included) against the enumerated terms at one point, with
     the certified and the coarse rules: the gradient and the accepted mass within the bound each
     reports (certified: at most 1e-8; coarse: 1e-3 of the mass), the Hessian's diagonal and
-    products (7 Chebyshev terms) good to 1e-5."""
+    products (7 Chebyshev terms) good to 1e-5. The variables come in three orders: random (the
+    grid sorts them by piece), by increasing and by decreasing a (it keeps the caller's order, in
+    runs of one piece each that end inside a block)."""
     from multidraft import _core
     q, n, bases, slack, a, v, max_terms = derivative_instance(seed)
     exact = _core._testing.objective_derivatives(q, n, bases, slack, a, v, False)
     mass = np.abs(exact["gradient"]).sum() + 2 * abs(exact["accepted"]) + 1e-300  # gradient = allocation here
-    for coarse in (False, True):
-        grid = _core._testing.objective_derivatives(q, n, bases, slack, a, v, True, max_terms, coarse=coarse,
-                                                    grid="always")
+    by_a = np.argsort(a, kind="stable")
+    for order, coarse in ((np.arange(len(a)), False), (np.arange(len(a)), True), (by_a, False), (by_a[::-1], True)):
+        grid = _core._testing.objective_derivatives(q[order], n, bases, slack, a[order], v[order], True, max_terms,
+                                                    coarse=coarse, grid="always")
         assert grid["grid"] and grid["laplace"]
-        assert np.abs(grid["gradient"] - exact["gradient"]).sum() <= grid["gradient_error"] + 1e-14
+        assert np.abs(grid["gradient"] - exact["gradient"][order]).sum() <= grid["gradient_error"] + 1e-14
         assert abs(grid["accepted"] - exact["accepted"]) <= grid["gradient_error"] + 1e-14
         assert grid["gradient_error"] <= (1e-3 * mass if coarse else 1e-8)  # coarse: 2e-4 with a dominant mass
         tolerance = 1e-3 if coarse else 1e-5
         for key in ("diagonal", "hessian_times"):
-            np.testing.assert_allclose(grid[key], exact[key], rtol=tolerance, atol=tolerance * np.abs(exact[key]).max())
+            np.testing.assert_allclose(grid[key], exact[key][order], rtol=tolerance,
+                                       atol=tolerance * np.abs(exact[key]).max())
 
 
 @pytest.mark.parametrize("seed", [s for s in range(60) if derivative_instance(s)[3]])
