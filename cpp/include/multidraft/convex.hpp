@@ -453,6 +453,12 @@ inline bool use_dense_newton(const ConvexObjective& objective, const Eigen::Vect
 
 // Solves (H + lambda I) d = -g approximately by Jacobi-preconditioned conjugate gradients,
 // to the inexact-Newton forcing tolerance eta ||g||. `gauge`: work in the zero-mean subspace.
+// Each iteration makes two fused passes over its vectors besides the product (the first adds
+// lambda d and takes d.Hd, the second updates the step, the residual and the next direction's
+// sums; the preconditioned residual z is never stored): with m = 32000 the vectors spill out of
+// L2, and one Eigen expression per update (nine passes) cost twice the Hessian products
+// (measured: flat V = 32000, n = 2, 1.8 ms of a 9 ms verify). The projections onto the zero-mean
+// subspace enter through the sums: (x - mean x).y = x.y - mean x sum y.
 inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, const Curvature& curvature,
                                            const Eigen::VectorXd& g, double lambda, bool gauge,
                                            std::vector<double>& scratch) {
@@ -461,27 +467,46 @@ inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, con
     if (gauge) x.array() -= x.mean();
   };
   const Eigen::VectorXd preconditioner = (curvature.diagonal.array() + lambda).inverse().matrix();
-  Eigen::VectorXd d = Eigen::VectorXd::Zero(m), r = -g, z(m), direction(m), Hd(m);
+  Eigen::VectorXd d = Eigen::VectorXd::Zero(m), r = -g, direction(m), Hd(m);
   project(r);
-  const double r0 = r.norm();
-  const double tolerance = std::min(0.1, std::sqrt(r0)) * r0;
-  z = preconditioner.cwiseProduct(r);
-  project(z);
-  direction = z;
-  double rz = r.dot(z);
-  for (int iteration = 0; iteration < 100 && r.norm() > tolerance; ++iteration) {
+  double residual = r.norm();
+  const double tolerance = std::min(0.1, std::sqrt(residual)) * residual;
+  direction = preconditioner.cwiseProduct(r);
+  project(direction);
+  double rz = r.dot(direction);
+  const double* __restrict pre = preconditioner.data();
+  double *__restrict dv = d.data(), *__restrict rv = r.data(), *__restrict pv = direction.data(), *__restrict hv = Hd.data();
+  const double inverse_m = 1.0 / m;
+  for (int iteration = 0; iteration < 100 && residual > tolerance; ++iteration) {
     objective.hessian_times(curvature, direction, Hd, scratch);
-    Hd += lambda * direction;
-    project(Hd);
-    const double curvature_along = direction.dot(Hd);
+    double curvature_along = 0.0, product_sum = 0.0, direction_sum = 0.0;
+#pragma omp simd reduction(+ : curvature_along, product_sum, direction_sum)
+    for (int i = 0; i < m; ++i) {
+      hv[i] += lambda * pv[i];
+      curvature_along += pv[i] * hv[i];
+      product_sum += hv[i];
+      direction_sum += pv[i];
+    }
+    const double product_mean = gauge ? product_sum * inverse_m : 0.0;  // project(Hd)
+    curvature_along -= product_mean * direction_sum;
     if (!(curvature_along > 0.0)) break;
     const double step = rz / curvature_along;
-    d += step * direction;
-    r -= step * Hd;
-    z = preconditioner.cwiseProduct(r);
-    project(z);
-    const double rz_next = r.dot(z);
-    direction = z + (rz_next / rz) * direction;
+    double rz_plain = 0.0, residual_sum = 0.0, z_sum = 0.0, squares = 0.0;
+#pragma omp simd reduction(+ : rz_plain, residual_sum, z_sum, squares)
+    for (int i = 0; i < m; ++i) {
+      dv[i] += step * pv[i];
+      rv[i] -= step * (hv[i] - product_mean);
+      const double z = pre[i] * rv[i];
+      rz_plain += rv[i] * z;
+      residual_sum += rv[i];
+      z_sum += z;
+      squares += rv[i] * rv[i];
+    }
+    const double z_mean = gauge ? z_sum * inverse_m : 0.0;  // project(z)
+    const double rz_next = rz_plain - z_mean * residual_sum, beta = rz_next / rz;
+    residual = std::sqrt(squares);
+#pragma omp simd
+    for (int i = 0; i < m; ++i) pv[i] = (pre[i] * rv[i] - z_mean) + beta * pv[i];
     rz = rz_next;
   }
   return d.isZero(0.0) ? Eigen::VectorXd(-preconditioner.cwiseProduct(g)) : d;
