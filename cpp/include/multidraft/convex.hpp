@@ -241,7 +241,10 @@ struct ConvexObjective {
     const bool unshifted = largest <= unshifted_limit;
     curvature.four_reciprocals = unshifted && largest <= kFourReciprocalsLimit;
     if (unshifted) curvature.power = (a.array() - offset).exp();
-    Summation how = !curvature.dense && unshifted ? summation(curvature.power) : Summation::kEnumerated;
+    const double power_low = unshifted ? curvature.power.minCoeff() : 0.0,
+                 power_high = unshifted ? curvature.power.maxCoeff() : 0.0;
+    Summation how =
+        !curvature.dense && unshifted ? summation(power_low, power_high) : Summation::kEnumerated;
     // Beyond kOuterSpreadLimit the outer terms are summed (LaplaceSums takes any spread) or stored.
     const bool enumerable = slack || largest <= kOuterSpreadLimit;
     if (how == Summation::kEnumerated && !enumerable && unshifted && !curvature.dense && interpolation &&
@@ -254,7 +257,7 @@ struct ConvexObjective {
         curvature.laplace && (grid == GridUse::kAlways ||
                               (grid == GridUse::kWherePays &&
                                LaplaceInterpolation::pays(
-                                   m, std::log(curvature.power.maxCoeff() / curvature.power.minCoeff()), full.size)));
+                                   m, std::log(power_high / power_low), full.size)));
     if (!curvature.interpolated && full.count() + deferred_count() > enumeration_budget) return false;
     if (!curvature.interpolated && stored_deferred) {
       for (int size = 2; size < full.size; ++size) append_stored_terms(size);
@@ -344,9 +347,13 @@ struct ConvexObjective {
   // else enumerated. Callers check that the Newton system is matrix-free.
   enum class Summation { kEnumerated, kPairInterpolation, kLaplace };
   Summation summation(const Eigen::VectorXd& power) const {
+    return power.size() == 0 ? summation(0.0, 0.0) : summation(power.minCoeff(), power.maxCoeff());
+  }
+  // By power's smallest and largest entries (low, high).
+  Summation summation(double low, double high) const {
     if (!interpolation || full.empty()) return Summation::kEnumerated;
     const int m = terms.variables;
-    const double constant = slack ? 1.0 : 0.0, high = power.maxCoeff(), low = power.minCoeff();
+    const double constant = slack ? 1.0 : 0.0;
     if (full.size == 2 && high <= std::exp(kFourReciprocalsLimit) && low >= std::exp(-kFourReciprocalsLimit) &&
         PairSums::pays(m, std::log((constant + high) / (constant + low))) && grid != GridUse::kAlways &&
         !(grid == GridUse::kWherePays && m >= kPairGridFrom && LaplaceInterpolation::pays(m, std::log(high / low), 2)))
@@ -601,18 +608,20 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   // the gradient norm by 10 to 30 per step there: flat and peaked V = 32000, n = 3 and 4): it
   // takes the certified rule at once, which then spares the coarse pass at the final point.
   constexpr double kCertifyAhead = 20.0;
-  auto record = [&] {
+  auto record = [&] {  // the gradient itself is copied once, at the end (certify)
     report.gradient_l1 = g.lpNorm<1>() + curvature.gradient_error;  // a bound on the true one
-    report.gradient = g;
     report.gradient_error = curvature.gradient_error;
     report.accepted = curvature.accepted;
     report.interpolated = curvature.interpolated;
   };
   // Same point, same summation (it depends on the point only), so the budget accepts it again.
+  // Every return after the first evaluation passes here.
   auto certify = [&] {
-    if (!curvature.coarse) return;
-    objective.evaluate(report.solution, g, curvature);
-    record();
+    if (curvature.coarse) {
+      objective.evaluate(report.solution, g, curvature);
+      record();
+    }
+    report.gradient = g;
   };
   for (;; ++report.iterations) {
     record();
