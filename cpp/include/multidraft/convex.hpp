@@ -460,9 +460,9 @@ inline bool use_dense_newton(const ConvexObjective& objective, const Eigen::Vect
 
 // Solves (H + lambda I) d = -g approximately by Jacobi-preconditioned conjugate gradients,
 // to the inexact-Newton forcing tolerance eta ||g||. `gauge`: work in the zero-mean subspace.
-// Each iteration makes two fused passes over its vectors besides the product (the first adds
-// lambda d and takes d.Hd, the second updates the step, the residual and the next direction's
-// sums; the preconditioned residual z is never stored): with m = 32000 the vectors spill out of
+// Each iteration makes two fused passes over its vectors besides the product H p (the first adds
+// lambda p to it and takes p.Hp, the second updates the step, the residual and the next
+// direction's sums; the preconditioned residual z is never stored): with m = 32000 the vectors spill out of
 // L2, and one Eigen expression per update (nine passes) cost twice the Hessian products
 // (measured: flat V = 32000, n = 2, 1.8 ms of a 9 ms verify). The projections onto the zero-mean
 // subspace enter through the sums: (x - mean x).y = x.y - mean x sum y.

@@ -842,17 +842,24 @@ class LaplaceInterpolation {
       for (int k = N - 1; k >= 1; --k)
 #pragma omp simd
         for (int l = 0; l < kLanes; ++l) power[l] *= qs_[s0 + l], h[l] += power[l] * value[k][l];
-      double* __restrict row = product;  // the block's rows of the product (cancelled slots: exact_terms below)
+      // The block's rows of the product (cancelled slots: exact_terms below). v is the caller's
+      // vector when the order is: a run's last block reads only its own lanes of it.
       const double *__restrict v_block = vs + s0, *__restrict d1 = d1_.data() + s0, *__restrict x = xs_.data() + s0,
                               *__restrict cancelled = cancelled_.data() + s0;
+      if (count == kLanes) {
+        double* __restrict row = product;
 #pragma omp simd
-      for (int l = 0; l < kLanes; ++l) row[l] = cancelled[l] != 0.0 ? 0.0 : v_block[l] * d1[l] - n_factorial * x[l] * h[l];
-      if (order_.empty() && count == kLanes) {
-        double* __restrict rows_out = out.data() + s0;
+        for (int l = 0; l < kLanes; ++l) row[l] = cancelled[l] != 0.0 ? 0.0 : v_block[l] * d1[l] - n_factorial * x[l] * h[l];
+        if (order_.empty()) {
+          double* __restrict rows_out = out.data() + s0;
 #pragma omp simd
-        for (int l = 0; l < kLanes; ++l) rows_out[l] += row[l];
+          for (int l = 0; l < kLanes; ++l) rows_out[l] += row[l];
+        } else {
+          for (int l = 0; l < kLanes; ++l) out[order_[s0 + l]] += row[l];
+        }
       } else {
-        for (int l = 0; l < count; ++l) out[variable(s0 + l)] += row[l];
+        for (int l = 0; l < count; ++l)
+          if (cancelled[l] == 0.0) out[variable(s0 + l)] += v_block[l] * d1[l] - n_factorial * x[l] * h[l];
       }
     });
     for (std::size_t e = 0; e < exact_slots_.size(); ++e) {  // per node instead
