@@ -478,7 +478,8 @@ class LaplaceInterpolation {
   template <int P, class Values>
   void coefficients(const Values& values, std::vector<double>& out, std::size_t start = 0) const {
     const int occupied = static_cast<int>(centres_.size()), G = static_cast<int>(values.cols());
-    out.resize(start + static_cast<std::size_t>(occupied) * G * P);
+    // Only grows: hessian_times keeps a pointer into the rows before `start` across this call.
+    if (out.size() < start + static_cast<std::size_t>(occupied) * G * P) out.resize(start + static_cast<std::size_t>(occupied) * G * P);
     const Eigen::MatrixXd& t = transform<P>();
     for (int o = 0; o < occupied; ++o)
       for (int g = 0; g < G; ++g)
