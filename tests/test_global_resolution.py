@@ -614,7 +614,7 @@ def single_term_cases():
 
 @pytest.mark.parametrize("q, n, bases", list(single_term_cases()))
 def test_single_terms_against_the_closed_form(q, n, bases):
-    """append_single_terms' weights n! [x^n] e^{b x} (e^{q_u x} - 1) = (b + q_u)^n - b^n (the
+    """write_single_terms' weights n! [x^n] e^{b x} (e^{q_u x} - 1) = (b + q_u)^n - b^n (the
     tuples over {u} and a block of mass b that use u), computed exactly in rationals; a single
     is stored, in order, exactly when some base gives it a positive weight (in floating point:
     4 b^3 q_u underflows for q_u = 1e-300)."""

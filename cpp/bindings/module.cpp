@@ -415,7 +415,7 @@ void bind_testing(py::module_& m) {
       py::arg("interpolation"), py::arg("max_terms") = 1e12, py::arg("coarse") = false, py::arg("grid") = "where_pays",
       py::arg("level_aim") = std::numeric_limits<double>::quiet_NaN());
 
-  // append_single_terms (global_resolution.hpp): the stored singles' members and their weights,
+  // write_single_terms (global_resolution.hpp): the stored singles' members and their weights,
   // one row per base, against the closed form (b + q_u)^n - b^n in tests.
   t.def(
       "single_terms",
@@ -424,7 +424,7 @@ void bind_testing(py::module_& m) {
           throw std::invalid_argument("'n' in 2 .. 16 and one or two 'bases'");
         GroupedTerms terms;
         terms.extra_weight.resize(bases.size() - 1);
-        append_single_terms(std::vector<double>(q.data(), q.data() + q.shape(0)), n, bases, terms);
+        write_single_terms(std::vector<double>(q.data(), q.data() + q.shape(0)), n, bases, terms);
         const py::ssize_t count = static_cast<py::ssize_t>(terms.size());
         py::array_t<double> weights({static_cast<py::ssize_t>(bases.size()), count});
         double* out = weights.mutable_data();

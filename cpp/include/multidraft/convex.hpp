@@ -216,13 +216,31 @@ struct ConvexObjective {
     return std::min(std::log(rejected / aim), kLevelShiftCap);
   }
 
-  // The outer objective's passes work at a - max a (its gauge: gradient and Hessian are the same
-  // at a + const), so x <= 1; its enumerated terms have no slack, and their 1 / X^2 must stay in
-  // range (kOuterSpreadLimit). The inner ones keep a: the slack's 1 bounds every 1 / (1 + X).
-  double pass_offset(const Eigen::VectorXd& a) const { return slack || a.size() == 0 ? 0.0 : a.maxCoeff(); }
-  // The largest |a| a pass at a works with (evaluate keeps the implicit terms up to unshifted_limit).
-  double pass_range(const Eigen::VectorXd& a) const {
-    return a.size() == 0 ? 0.0 : (a.array() - pass_offset(a)).abs().maxCoeff();
+  // What a pass at a needs of a's extent, from one pass over it. The offset: the outer objective's
+  // passes work at a - max a (its gauge: gradient and Hessian are the same at a + const), so
+  // x <= 1; its enumerated terms have no slack, and their 1 / X^2 must stay in range
+  // (kOuterSpreadLimit). The inner ones keep a: the slack's 1 bounds every 1 / (1 + X). The
+  // largest |a - offset| (evaluate keeps the implicit terms up to unshifted_limit), and the
+  // powers x = e^{a - offset} at the smallest and largest a (the summation's choice; exp is monotone).
+  struct PassBounds {
+    double offset = 0.0, largest = 0.0, power_low = 1.0, power_high = 1.0;
+  };
+  PassBounds pass_bounds(const Eigen::VectorXd& a) const {
+    PassBounds out;
+    const int m = static_cast<int>(a.size());
+    if (m == 0) return out;
+    const double* __restrict values = a.data();
+    double low = values[0], high = values[0];
+#pragma omp simd reduction(min : low) reduction(max : high)
+    for (int i = 0; i < m; ++i) {  // by value: std::min and max return references, which GCC leaves scalar
+      low = values[i] < low ? values[i] : low;
+      high = values[i] > high ? values[i] : high;
+    }
+    out.offset = slack ? 0.0 : high;
+    out.largest = std::max(std::abs(low - out.offset), std::abs(high - out.offset));
+    out.power_low = std::exp(low - out.offset);
+    out.power_high = std::exp(high - out.offset);
+    return out;
   }
 
   // Gradient and curvature at a (the Newton loop never needs the value, a logarithm per term;
@@ -237,12 +255,12 @@ struct ConvexObjective {
                 LaplaceInterpolation::Level* level = nullptr) {
     if (level) level->shift = 0.0;
     const int m = terms.variables;
-    const double offset = pass_offset(a), largest = pass_range(a);
+    const PassBounds bounds = pass_bounds(a);
+    const double offset = bounds.offset, largest = bounds.largest;
     const bool unshifted = largest <= unshifted_limit;
     curvature.four_reciprocals = unshifted && largest <= kFourReciprocalsLimit;
     if (unshifted) curvature.power = (a.array() - offset).exp();
-    const double power_low = unshifted ? curvature.power.minCoeff() : 0.0,
-                 power_high = unshifted ? curvature.power.maxCoeff() : 0.0;
+    const double power_low = bounds.power_low, power_high = bounds.power_high;
     Summation how =
         !curvature.dense && unshifted ? summation(power_low, power_high) : Summation::kEnumerated;
     // Beyond kOuterSpreadLimit the outer terms are summed (LaplaceSums takes any spread) or stored.
@@ -264,10 +282,12 @@ struct ConvexObjective {
       stored_deferred = false;
     }
     if (!unshifted || (!curvature.interpolated && !enumerable)) materialise_full_subsets();
-    gradient = -target;
+    if (!curvature.on_grid) {  // on the grid, LaplaceInterpolation takes every term and writes both
+      gradient = -target;
+      curvature.diagonal.setZero(m);
+    }
     if (curvature.dense) curvature.hessian.setZero(m, m);
     curvature.share.resize(terms.members.size());
-    curvature.diagonal.setZero(m);
     curvature.accepted = 0.0;
     curvature.gradient_error = 0.0;
     const Eigen::VectorXd& power = curvature.power;
@@ -306,7 +326,8 @@ struct ConvexObjective {
     const double constant = slack ? 1.0 : 0.0;
     if (curvature.on_grid) {
       curvature.accepted += curvature.grid_subsets.evaluate(power, a, offset, full.mass, full.size, bases, constant,
-                                                            gradient, curvature.diagonal, coarse, slack ? level : nullptr);
+                                                            target, gradient, curvature.diagonal, coarse,
+                                                            slack ? level : nullptr);
       curvature.gradient_error = curvature.grid_subsets.gradient_error();
       if (level && level->shift != 0.0) curvature.power *= std::exp(level->shift);  // as the grid scaled its copy
       return true;
@@ -346,10 +367,7 @@ struct ConvexObjective {
   // the budget (on the grid, LaplaceInterpolation, where that pays: ConvexObjective::evaluate),
   // else enumerated. Callers check that the Newton system is matrix-free.
   enum class Summation { kEnumerated, kPairInterpolation, kLaplace };
-  Summation summation(const Eigen::VectorXd& power) const {
-    return power.size() == 0 ? summation(0.0, 0.0) : summation(power.minCoeff(), power.maxCoeff());
-  }
-  // By power's smallest and largest entries (low, high).
+  // low, high: the smallest and largest x (PassBounds::power_low, power_high).
   Summation summation(double low, double high) const {
     if (!interpolation || full.empty()) return Summation::kEnumerated;
     const int m = terms.variables;
@@ -370,6 +388,10 @@ struct ConvexObjective {
   // `scratch`: working rows of the Laplace-transform products (LaplaceSums::hessian_times).
   void hessian_times(const Curvature& curvature, const Eigen::VectorXd& v, Eigen::VectorXd& out,
                      std::vector<double>& scratch) const {
+    if (curvature.on_grid) {  // every term (no explicit ones), written
+      curvature.grid_subsets.hessian_times(v, out, scratch);
+      return;
+    }
     out.setZero(terms.variables);
     for (std::size_t k = 0; k < curvature.explicit_terms; ++k) {
       const std::int64_t begin = terms.offsets[k], end = terms.offsets[k + 1];
@@ -380,10 +402,6 @@ struct ConvexObjective {
         const int u = terms.members[j];
         out[u] += w * curvature.share[j] * (v[u] - dot);
       }
-    }
-    if (curvature.on_grid) {
-      curvature.grid_subsets.hessian_times(v, out, scratch);
-      return;
     }
     if (curvature.laplace) {
       curvature.subsets.hessian_times(v, out, scratch);
@@ -418,9 +436,13 @@ struct ConvexWorkspace {
   std::vector<double> product_scratch;  // ConvexObjective::hessian_times' working rows
 };
 
-inline ConvexWorkspace& convex_workspace() {
-  thread_local ConvexWorkspace workspace;
-  return workspace;
+// One per system (0, 1: a plan's outer and inner systems), since their sizes differ a hundredfold
+// (flat V = 32000: ~300 and ~32000 variables): each keeps its buffers at its own size from plan to
+// plan, where one shared workspace shrank and regrew (value-initialised) tens of 256 KB buffers
+// per plan (measured: 0.3 ms of a 6 ms flat n = 2 verify in memset).
+inline ConvexWorkspace& convex_workspace(int system) {
+  thread_local ConvexWorkspace workspaces[2];
+  return workspaces[system];
 }
 
 struct NewtonReport {
@@ -450,9 +472,9 @@ constexpr double kDenseWorkRatio = 20.0;
 // products but no cheap dense Hessian: conjugate gradients then.
 inline bool use_dense_newton(const ConvexObjective& objective, const Eigen::VectorXd& start) {
   const int m = objective.terms.variables;
-  if (m > 0 && objective.pass_range(start) <= objective.unshifted_limit &&
-      objective.summation((start.array() - objective.pass_offset(start)).exp().matrix()) !=
-          ConvexObjective::Summation::kEnumerated)
+  const ConvexObjective::PassBounds bounds = objective.pass_bounds(start);
+  if (m > 0 && bounds.largest <= objective.unshifted_limit &&
+      objective.summation(bounds.power_low, bounds.power_high) != ConvexObjective::Summation::kEnumerated)
     return false;
   const double size = m;
   return m <= kDenseNewtonLimit && size * size * size <= kDenseWorkRatio * objective.term_count();
@@ -529,7 +551,7 @@ inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, con
 // costs a logarithm per term). With `gauge` (outer problem) the objective is linear along 1, so
 // g and d are centred: the 1-component of the gradient is -delta_T whatever a is. Stops when
 // ||g||_1 <= threshold (the L1 norm the theory needs, not SciPy's max-norm; spec §8.4).
-// `reach`: trial points whose pass range (ConvexObjective::pass_range) exceeds it are backtracked.
+// `reach`: trial points whose pass range (ConvexObjective::PassBounds::largest) exceeds it are backtracked.
 inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd start, double threshold,
                                     int max_iterations, bool gauge, ConvexWorkspace& workspace,
                                     double reach = kUnshiftedLimit) {
@@ -592,9 +614,9 @@ inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd 
   // budget refuses: a stopping threshold of 5 tau never needs |a| near 600, only an overlong
   // Newton or CG step gets there. (Tests that lower objective.unshifted_limit to force the stored
   // path are not affected.)
-  const bool stay_in_range = objective.pass_range(report.solution) <= reach;
+  const bool stay_in_range = objective.pass_bounds(report.solution).largest <= reach;
   auto evaluate_trial = [&](Eigen::VectorXd& x, Eigen::VectorXd& gradient, Curvature& at, bool last = false) {
-    if (stay_in_range && objective.pass_range(x) > reach) return false;
+    if (stay_in_range && objective.pass_bounds(x).largest > reach) return false;
     return leveled_evaluate(x, gradient, at, coarse && !last);
   };
   // Within kJacobiAhead times the threshold, an inner problem on the grid takes the Jacobi step

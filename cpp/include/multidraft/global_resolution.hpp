@@ -85,9 +85,12 @@ struct SystemReport {
 // flat drafts keep ~1000 singles per plan, a full vocabulary ~32000. A single is stored when a
 // base gives it a positive weight. Every member's weights are written in place first, in one
 // vectorised pass per base (n a compile-time constant for n <= 4), then compacted only if a
-// member has none positive (q_u = 0).
-inline void append_single_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
-                                GroupedTerms& terms) {
+// member has none positive (q_u = 0). They become the first terms of `terms`, whatever it held
+// (its extra_weight sized for the bases): its vectors are resized to them in place, not emptied
+// and regrown, which would value-initialise each (a plan's workspace keeps them at ~32000 entries
+// from plan to plan, and each spills out of L2).
+inline void write_single_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
+                               GroupedTerms& terms) {
   const int m = static_cast<int>(member_mass.size()), B = static_cast<int>(bases.size());
   double n_factorial = 1.0;
   for (int d = 2; d <= n; ++d) n_factorial *= d;
@@ -95,17 +98,17 @@ inline void append_single_terms(const std::vector<double>& member_mass, int n, c
   if (B > kMaxBases) throw std::invalid_argument("internal: at most two EGF bases");
   double base_coefficients[kMaxBases][kMaxTermSize + 1];  // [base][j] = b^j / j!
   for (int b = 0; b < B; ++b) exponential_base(bases[b], n, base_coefficients[b]);
-  const std::size_t first = terms.size(), first_member = terms.members.size();
-  terms.offsets.resize(first + m + 1);
-  terms.members.resize(first_member + m);
-  terms.weight.resize(first + m);
-  for (auto& w : terms.extra_weight) w.resize(first + m);
+  terms.offsets.resize(m + 1);
+  terms.offsets[0] = 0;
+  terms.members.resize(m);
+  terms.weight.resize(m);
+  for (auto& w : terms.extra_weight) w.resize(m);
   auto weights = [&](auto degree) {  // degree 0: n at run time
     constexpr int kDegree = decltype(degree)::value;
     const int N = kDegree > 0 ? kDegree : n;
     const double* mass = member_mass.data();
     for (int b = 0; b < B; ++b) {
-      double* out = (b == 0 ? terms.weight : terms.extra_weight[b - 1]).data() + first;
+      double* out = (b == 0 ? terms.weight : terms.extra_weight[b - 1]).data();
       const double* c = base_coefficients[b];
 #pragma omp simd
       for (int k = 0; k < m; ++k) {
@@ -129,24 +132,24 @@ inline void append_single_terms(const std::vector<double>& member_mass, int n, c
       if (column[b][t] > 0.0) return true;
     return false;
   };
-  std::size_t written = first;
+  std::size_t written = 0;
   for (int k = 0; k < m; ++k) {
-    if (!positive(first + k)) continue;
-    if (written != first + k)  // an earlier member had no positive weight: move this one down
-      for (int b = 0; b < B; ++b) column[b][written] = column[b][first + k];
-    terms.members[first_member + (written - first)] = k;
+    if (!positive(k)) continue;
+    if (written != static_cast<std::size_t>(k))  // an earlier member had no positive weight: move this one down
+      for (int b = 0; b < B; ++b) column[b][written] = column[b][k];
+    terms.members[written] = k;
     ++written;
-    terms.offsets[written] = static_cast<std::int64_t>(first_member + (written - first));
+    terms.offsets[written] = static_cast<std::int64_t>(written);
   }
   terms.offsets.resize(written + 1);
-  terms.members.resize(first_member + (written - first));
+  terms.members.resize(written);
   terms.weight.resize(written);
   for (auto& w : terms.extra_weight) w.resize(written);
 }
 
 // The grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
 // (spec §2.7): the n-subsets implicitly (full_subsets.hpp: weight n! prod q_u for every base), the
-// smaller ones stored (singles in closed form, append_single_terms; sizes 2..n-1 by
+// smaller ones stored (singles in closed form, write_single_terms; sizes 2..n-1 by
 // ConvexObjective::append_stored_terms). bases[0] gives the objective's
 // weights, each further base an `extra_weight` vector. Returns false when the terms to
 // enumerate would exceed max_terms (the work budget): all of them, unless LaplaceSums may sum
@@ -160,18 +163,20 @@ inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, c
   objective.enumeration_budget = max_terms;
   GroupedTerms& terms = objective.terms;
   terms.variables = static_cast<int>(member_mass.size());
-  terms.offsets.assign(1, 0);  // resized, not reallocated: a reused workspace touches no new memory
-  terms.members.clear();
-  terms.weight.clear();
   terms.extra_weight.resize(bases.size() - 1);
-  for (auto& w : terms.extra_weight) w.clear();
+  if (n < 2) {  // no singles (write_single_terms resizes the vectors in place otherwise)
+    terms.offsets.assign(1, 0);
+    terms.members.clear();
+    terms.weight.clear();
+    for (auto& w : terms.extra_weight) w.clear();
+  }
   objective.full.assign(member_mass, n);
   objective.bases = bases;
   // sum over U != {} of n! [x^n] e^{b x} prod_U (e^{q_u x} - 1) = n! [x^n] e^{b x} (e^{Q_T x} - 1)
   double mass_T = 0.0;
   for (double q : member_mass) mass_T += q;
   objective.total_weight = integer_power(bases[0] + mass_T, n) - integer_power(bases[0], n);
-  if (n >= 2) append_single_terms(member_mass, n, bases, terms);
+  if (n >= 2) write_single_terms(member_mass, n, bases, terms);
   // Sizes 2..n-1 are built only when a pass enumerates them (LaplaceSums takes them otherwise).
   objective.stored_deferred = summable;
   for (int size = 2; size <= n - 1 && !objective.stored_deferred; ++size) objective.append_stored_terms(size);
@@ -556,10 +561,11 @@ class GlobalResolutionPlan {
     for (double x : member_mass) Q += x;
     const double k = slack ? (n_ - 1) / Q : 0.0;
     // Branch-free loops over every member (full vocabularies: ~32000); the first vectorises with
-    // n a compile-time constant (n <= 4). The odds live in a per-thread workspace (no pages
-    // faulted in per plan).
+    // n a compile-time constant (n <= 4). The odds live in a per-thread workspace that only grows
+    // (no pages faulted in per plan; the outer and inner systems, ~300 and ~32000 members on a flat
+    // full vocabulary, would otherwise shrink and value-initialise it again every plan).
     thread_local std::vector<double> odds;  // o'_i; -1: not coverable
-    odds.resize(m);
+    if (odds.size() < static_cast<std::size_t>(m)) odds.resize(m);
     const double* __restrict mass = member_mass.data();
     const double* __restrict target = targets.data();
     double* __restrict o = odds.data();
@@ -589,8 +595,8 @@ class GlobalResolutionPlan {
     // The logs by logs_with_range (log_positive, within a few ulps of std::log), in a loop that
     // vectorises: a std::log call per member costs several times more. Of at least 1e-300:
     // clamped to -30 anyway.
-    thread_local std::vector<double> levels;
-    levels.resize(m);
+    thread_local std::vector<double> levels;  // grows only, as odds
+    if (levels.size() < static_cast<std::size_t>(m)) levels.resize(m);
     double* __restrict odds_level = levels.data();
 #pragma omp simd
     for (int i = 0; i < m; ++i) odds_level[i] = std::max(o[i] * level, 1e-300);
@@ -728,7 +734,7 @@ class GlobalResolutionPlan {
     report.truncation_size = m;
     // The terms live in a per-thread workspace: one plan per token, same sizes every time, so
     // reusing the storage avoids allocating (and faulting in) tens of MB per call.
-    ConvexWorkspace& workspace = convex_workspace();
+    ConvexWorkspace& workspace = convex_workspace(slack ? 1 : 0);
     ConvexObjective& objective = workspace.objective;
     objective.slack = slack;
     objective.unshifted_limit = options_.unshifted_limit;

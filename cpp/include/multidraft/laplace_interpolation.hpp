@@ -77,32 +77,34 @@ class LaplaceInterpolation {
     double shift = 0.0;  // the shift found and applied (evaluate's gradient is at x e^shift)
   };
 
-  // As LaplaceSums::evaluate: adds every term's gradient and Hessian diagonal at x = e^{a - offset}
-  // (the caller's x, whose exponent gives log x without a logarithm per variable: exp errs by an
-  // ulp or two of |a - offset| <= 600, inside the 1e-12 ChebyshevPieces::relative_error keeps for
-  // coordinates) and returns the accepted mass; gradient_error() bounds the L1 error of both.
-  // With `level`, the point first moves to its level (Level), and everything is at
-  // x e^{level->shift}: x itself is left to the caller to scale.
+  // As LaplaceSums::evaluate, but for every term (no other adds to them): writes the gradient
+  // (the terms' minus `target`) and the Hessian diagonal at x = e^{a - offset} (the caller's x,
+  // whose exponent gives log x without a logarithm per variable: exp errs by an ulp or two of
+  // |a - offset| <= 600, inside the 1e-12 ChebyshevPieces::relative_error keeps for coordinates)
+  // and returns the accepted mass; gradient_error() bounds the L1 error of both. With `level`,
+  // the point first moves to its level (Level), and everything is at x e^{level->shift}: x itself
+  // is left to the caller to scale.
   double evaluate(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q,
-                  int n, const std::vector<double>& bases, double c, Eigen::VectorXd& gradient,
+                  int n, const std::vector<double>& bases, double c, const Eigen::VectorXd& target,
+                  Eigen::VectorXd& gradient,
                   Eigen::VectorXd& diagonal, bool coarse = false, Level* level = nullptr) {
     coarse_ = coarse;
     switch (n) {
-      case 2: return coarse ? evaluate_sized<2, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
-                            : evaluate_sized<2, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
-      case 3: return coarse ? evaluate_sized<3, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
-                            : evaluate_sized<3, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
-      case 4: return coarse ? evaluate_sized<4, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
-                            : evaluate_sized<4, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
-      case 5: return coarse ? evaluate_sized<5, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
-                            : evaluate_sized<5, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
+      case 2: return coarse ? evaluate_sized<2, kCoarsePoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level)
+                            : evaluate_sized<2, kCertifiedPoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level);
+      case 3: return coarse ? evaluate_sized<3, kCoarsePoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level)
+                            : evaluate_sized<3, kCertifiedPoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level);
+      case 4: return coarse ? evaluate_sized<4, kCoarsePoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level)
+                            : evaluate_sized<4, kCertifiedPoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level);
+      case 5: return coarse ? evaluate_sized<5, kCoarsePoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level)
+                            : evaluate_sized<5, kCertifiedPoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level);
       default:
-        return coarse ? evaluate_sized<6, kCoarsePoints>(x, a, offset, q, bases, c, gradient, diagonal, level)
-                      : evaluate_sized<6, kCertifiedPoints>(x, a, offset, q, bases, c, gradient, diagonal, level);
+        return coarse ? evaluate_sized<6, kCoarsePoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level)
+                      : evaluate_sized<6, kCertifiedPoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level);
     }
   }
 
-  // out += (the terms' Hessian) v at the point of the last evaluate. `scratch`: the caller's
+  // out = (the terms' Hessian) v at the point of the last evaluate (written, as evaluate's gradient). `scratch`: the caller's
   // working rows (a plan's objects may be shared by threads).
   void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
     switch (n_) {
@@ -248,7 +250,7 @@ class LaplaceInterpolation {
     auto rejected = [&](double s) {
       set_points<P>(s);
       set_nodes<N>(rule, c);
-      for (int i = 1; i <= N; ++i) sums[i - 1].noalias() = exponentials_[i - 1].matrix() * moments;
+      for (int i = 1; i <= N; ++i) exponentials_[i - 1].times<N>(moments, sums[i - 1]);
       double total = 0.0;
       for (int j = 0; j < nodes_; ++j) {
         double K[N + 1];
@@ -538,8 +540,8 @@ class LaplaceInterpolation {
 
   template <int N, int P>
   double evaluate_sized(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q,
-                        const std::vector<double>& bases, double c, Eigen::VectorXd& gradient,
-                        Eigen::VectorXd& diagonal, Level* level) {
+                        const std::vector<double>& bases, double c, const Eigen::VectorXd& target,
+                        Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, Level* level) {
     const Coefficients& coefficient = coefficients_for<N>();
     constexpr const LaplaceSums::Rule& rule = P == kCoarsePoints ? kCoarse : kCertified;  // coarse_ chose P
     n_ = N, c_ = c;
@@ -584,8 +586,8 @@ class LaplaceInterpolation {
     // e^{-tc} there), and h t e^{-tc} (K S)_k.
     std::vector<Matrix> sums(N), scaled_sums(N);  // Psi_k(i t_j) and t_j Phi_k(i t_j) by [i - 1](j, k - 1)
     for (int i = 1; i <= N; ++i) {
-      sums[i - 1].noalias() = exponentials_[i - 1].matrix() * moments;
-      scaled_sums[i - 1].noalias() = scaled_[i - 1].matrix() * moments;
+      exponentials_[i - 1].times<F>(moments, sums[i - 1]);
+      scaled_[i - 1].times<F>(moments, scaled_sums[i - 1]);
     }
     K_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
     S_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
@@ -617,20 +619,24 @@ class LaplaceInterpolation {
     // The interpolated functions' values at the points (k = 0..N-1): Fhat_k, Fabs_k =
     // sum_i |c_ik| F_ki (the error bound's), D1_k, x D2_k (the diagonal's) and, with two bases,
     // Ahat_k = sum_i c_ik sum_d beta_d F_{k-d,i} (the accepted mass's).
-    Matrix values(points, two_bases ? 5 * N : 4 * N);
-    values.setZero();
+    // Transforms at (i + 1) x are linear in the measures: each i's columns are combined first,
+    // then added in one product per table (column-major values, a column per function).
+    Eigen::MatrixXd values = Eigen::MatrixXd::Zero(points, two_bases ? 5 * N : 4 * N);
+    Matrix combined(nodes_, values.cols()), scaled_combined(nodes_, N);
     for (int i = 0; i < N; ++i) {
-      const Matrix transforms = exponentials_[i].matrix().transpose() * measures;  // at (i + 1) x
-      const Matrix scaled_transforms = scaled_[i].matrix().transpose() * measures.leftCols(N);  // x F_ki^t
+      combined.setZero();
+      scaled_combined.setZero();
       for (int k = 0; k + i < N; ++k) {
         const double cik = coefficient.c[i][k];
-        values.col(k) += cik * transforms.col(k);
-        values.col(N + k) += std::abs(cik) * transforms.col(k);
-        values.col(2 * N + k) += cik * (c * transforms.col(N + k) + transforms.col(2 * N + k));
-        values.col(3 * N + k) += i * cik * scaled_transforms.col(k);
+        combined.col(k) = cik * measures.col(k);
+        combined.col(N + k) = std::abs(cik) * measures.col(k);
+        combined.col(2 * N + k) = cik * (c * measures.col(N + k) + measures.col(2 * N + k));
+        scaled_combined.col(k) = i * cik * measures.col(k);  // x F_ki^t, with the factor i
         if (two_bases)
-          for (int d = 0; d <= k; ++d) values.col(4 * N + k) += cik * beta[d] * transforms.col(k - d);
+          for (int d = 0; d <= k; ++d) combined.col(4 * N + k) += cik * beta[d] * measures.col(k - d);
       }
+      exponentials_[i].add_transposed_times(combined, values.data(), points);
+      if (i > 0) scaled_[i].add_transposed_times(scaled_combined, values.col(3 * N).data(), points);
     }
     // Interpolated per slot: Fhat_k and, with two bases, Ahat_k with every Chebyshev term; the
     // diagonal's D1_k, D2_k with the first kCurvatureTerms (the Hessian needs no certificate:
@@ -755,14 +761,17 @@ class LaplaceInterpolation {
       pass(std::integral_constant<int, 2 * N>{});
     else
       pass(std::integral_constant<int, N>{});
-    // Into the caller's order, after the pass (its blocks then stay branch-free).
+    // Into the caller's order, after the pass (its blocks then stay branch-free), in one pass with
+    // the target (the caller's vectors are written, not zeroed and added to: each spills out of L2).
+    gradient.resize(m);
+    diagonal.resize(m);
     if (order_.empty()) {
-      gradient += Eigen::Map<const Eigen::VectorXd>(first_.data(), m);
-      diagonal += Eigen::Map<const Eigen::VectorXd>(curvature_.data(), m);
+      gradient = Eigen::Map<const Eigen::VectorXd>(first_.data(), m) - target;
+      diagonal = Eigen::Map<const Eigen::VectorXd>(curvature_.data(), m);
     } else {
       for (int slot = 0; slot < m; ++slot) {
-        gradient[order_[slot]] += first_[slot];
-        diagonal[order_[slot]] += curvature_[slot];
+        gradient[order_[slot]] = first_[slot] - target[order_[slot]];
+        diagonal[order_[slot]] = curvature_[slot];
       }
     }
     for (int slot = 0; slot < m; ++slot)
@@ -790,6 +799,7 @@ class LaplaceInterpolation {
     Matrix moments;
     // The caller's working rows: v in sequence order (when sorted), then the coefficients.
     const int m = m_;
+    out.resize(m);
     const std::size_t coefficient_start = order_.empty() ? 0 : m;
     scratch.resize(coefficient_start + static_cast<std::size_t>(centres_.size()) * N * P);
     for (std::size_t slot = 0; slot < coefficient_start; ++slot) scratch[slot] = v[order_[slot]];
@@ -811,7 +821,7 @@ class LaplaceInterpolation {
     Matrix measures(nodes_, N);
     measures.setZero();
     std::vector<Matrix> sums(N);
-    for (int i = 1; i < N; ++i) sums[i - 1].noalias() = scaled_[i - 1].matrix() * moments;
+    for (int i = 1; i < N; ++i) scaled_[i - 1].times<F>(moments, sums[i - 1]);
     std::vector<double> node_sums(exact_slots_.empty() ? 0 : static_cast<std::size_t>(nodes_) * (N + 1), 0.0);
     for (int j = 0; j < nodes_; ++j) {
       double R[N + 1] = {};
@@ -825,11 +835,12 @@ class LaplaceInterpolation {
         measures(j, k) = weight_[j] * KR;
       }
     }
-    Matrix values(points, N);
-    values.setZero();
+    Eigen::MatrixXd values = Eigen::MatrixXd::Zero(points, N);  // column-major, as in evaluate_sized
+    Matrix combined(nodes_, N);
     for (int i = 0; i + 1 < N; ++i) {
-      const Matrix transforms = exponentials_[i].matrix().transpose() * measures;
-      for (int k = 1; k + i < N; ++k) values.col(k) += coefficient.c[i][k] * transforms.col(k);
+      combined.setZero();
+      for (int k = 1; k + i < N; ++k) combined.col(k) = coefficient.c[i][k] * measures.col(k);
+      exponentials_[i].add_transposed_times(combined, values.data(), points);
     }
     coefficients<P>(values, scratch, coefficient_start);
     const double* coefficient_rows = scratch.data() + coefficient_start;
@@ -854,13 +865,13 @@ class LaplaceInterpolation {
         if (order_.empty()) {
           double* __restrict rows_out = out.data() + s0;
 #pragma omp simd
-          for (int l = 0; l < kLanes; ++l) rows_out[l] += row[l];
+          for (int l = 0; l < kLanes; ++l) rows_out[l] = row[l];
         } else {
-          for (int l = 0; l < kLanes; ++l) out[order_[s0 + l]] += row[l];
+          for (int l = 0; l < kLanes; ++l) out[order_[s0 + l]] = row[l];
         }
       } else {
         for (int l = 0; l < count; ++l)
-          if (cancelled[l] == 0.0) out[variable(s0 + l)] += v_block[l] * d1[l] - n_factorial * x[l] * h[l];
+          out[variable(s0 + l)] = cancelled[l] != 0.0 ? 0.0 : v_block[l] * d1[l] - n_factorial * x[l] * h[l];
       }
     });
     for (std::size_t e = 0; e < exact_slots_.size(); ++e) {  // per node instead
