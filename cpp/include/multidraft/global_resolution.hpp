@@ -45,6 +45,7 @@
 #include "multidraft/draft_scheme.hpp"
 #include "multidraft/network_builders.hpp"
 #include "multidraft/output_correction.hpp"
+#include "multidraft/partner_mean_field.hpp"
 #include "multidraft/polymatroid.hpp"
 #include "multidraft/radix_sort.hpp"
 #include "multidraft/rng.hpp"
@@ -552,9 +553,19 @@ class GlobalResolutionPlan {
   // outer problem's shares are x_i / X_U (no slack): the target is met at x_i = o_i E_i with the
   // same mean-field E_i for every token, which its gauge absorbs: x_i = o_i (k = 0). Measured on
   // flat V = 32000, n = 4 rows: |g|_1 = 6e-3 to 1e-2 there against 0.3 at a = 0, two Newton
-  // iterations fewer.
+  // iterations fewer. An inner system of kPartnerStartFrom members or more then takes rounds of
+  // PartnerMeanField (the law of the partners' worth instead of its mean; `aim`: the rejected
+  // mass to leave, ConvexObjective::level_aim), a few passes over the members against a Newton
+  // step of the solve: flat V = 32000, tau = 1e-4 starts at 100 to 230 times the stopping
+  // threshold came to 10 to 60, where one step ends the solve (kCertifyAhead in minimise_newton).
+  // PartnerMeanField's start: from this many members (below, a grid pass costs little more than
+  // its rounds), on flat drafts, where two draws coincide with probability at most kFlatCollisions
+  // (flat V = 32000: 4e-4 to 5e-3; peaked: 0.2 to 0.66, whose tuples draw a heavy member twice,
+  // which the model leaves out: their starts got worse, e.g. |g|_1 from 28 to 660 times the threshold).
+  static constexpr int kPartnerStartFrom = 2000;
+  static constexpr double kFlatCollisions = 0.05;
   Eigen::VectorXd warm_start(const std::vector<double>& member_mass, double base, const std::vector<double>& targets,
-                             bool slack) const {
+                             bool slack, double aim) const {
     const int m = static_cast<int>(member_mass.size());
     Eigen::VectorXd start(m);  // every entry written below
     double Q = base;
@@ -564,25 +575,26 @@ class GlobalResolutionPlan {
     // n a compile-time constant (n <= 4). The odds live in a per-thread workspace that only grows
     // (no pages faulted in per plan; the outer and inner systems, ~300 and ~32000 members on a flat
     // full vocabulary, would otherwise shrink and value-initialise it again every plan).
-    thread_local std::vector<double> odds;  // o'_i; -1: not coverable
+    thread_local std::vector<double> odds;  // o_i; -1: not coverable
     if (odds.size() < static_cast<std::size_t>(m)) odds.resize(m);
     const double* __restrict mass = member_mass.data();
     const double* __restrict target = targets.data();
     double* __restrict o = odds.data();
     const double whole = integer_power(Q, n_);
-    double S = 0.0;
+    double S = 0.0, collisions = 0.0;  // sum q_i^2: two draws of one member, with probability collisions / Q^2
     auto scan = [&](auto size) {  // size: n as a compile-time constant (the loop vectorises), or 0
       constexpr int kSize = decltype(size)::value;
-#pragma omp simd reduction(+ : S)
+#pragma omp simd reduction(+ : S, collisions)
       for (int i = 0; i < m; ++i) {
+        collisions += mass[i] * mass[i];
         const double rest = std::max(Q - mass[i], 0.0);
         double without = kSize ? 1.0 : integer_power(rest, n_);
         for (int j = 0; j < kSize; ++j) without *= rest;
         const double containing = whole - without;
         const bool coverable = containing > target[i];
         const double alone = target[i] / (coverable ? containing - target[i] : 1.0);
-        o[i] = coverable ? alone / (1.0 + k * alone * mass[i]) : -1.0;
-        S += coverable ? k * mass[i] * o[i] : 0.0;
+        o[i] = coverable ? alone : -1.0;
+        S += coverable ? k * mass[i] * alone / (1.0 + k * alone * mass[i]) : 0.0;  // k q_i o'_i
       }
     };
     switch (n_) {
@@ -599,10 +611,16 @@ class GlobalResolutionPlan {
     if (levels.size() < static_cast<std::size_t>(m)) levels.resize(m);
     double* __restrict odds_level = levels.data();
 #pragma omp simd
-    for (int i = 0; i < m; ++i) odds_level[i] = std::max(o[i] * level, 1e-300);
+    for (int i = 0; i < m; ++i) odds_level[i] = std::max(o[i] / (1.0 + k * o[i] * mass[i]) * level, 1e-300);  // o'_i
     double* __restrict a = start.data();
     double low, high;
     logs_with_range(odds_level, m, 0.0, a, low, high);
+    if (slack && m >= kPartnerStartFrom && collisions <= kFlatCollisions * Q * Q) {
+      // Rounds (PartnerMeanField) from u = log o_i (log o'_i: within k o_i q_i of it on a flat draft):
+      // n = 2 kept improving through the second, n = 3 not past the first.
+      thread_local PartnerMeanField partners;
+      partners.refine(mass, o, m, n_, base, aim, n_ == 2 ? 2 : 1, 30.0, std::log(level), a);
+    }
     double highest = -30.0;
 #pragma omp simd reduction(max : highest)
     for (int i = 0; i < m; ++i) {
@@ -753,7 +771,10 @@ class GlobalResolutionPlan {
     // The inner warm start stays where the pair interpolation reaches: from a flat input's start,
     // one a can crawl towards 600 by 30 per step at every pass dearer (measured: 13 s at
     // V = 128000, n = 2); the cold restart below then finds the solution in a few steps.
-    NewtonReport solved = minimise_newton(objective, warm_start(member_mass, bases[0], targets, slack), report.threshold,
+    NewtonReport solved = minimise_newton(objective,
+                                          warm_start(member_mass, bases[0], targets, slack,
+                                                     slack ? objective.level_aim(report.threshold) : 0.0),
+                                          report.threshold,
                                           options_.max_iterations, !slack, workspace,
                                           slack ? kFourReciprocalsLimit : kUnshiftedLimit);
     int iterations = solved.iterations;
