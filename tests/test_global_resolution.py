@@ -487,6 +487,24 @@ def test_full_vocabulary_grid_plans_match_laplace_sums():
             assert plan.law_error_bound <= 1e-8
 
 
+def test_flat_inner_start_from_the_partners_law():
+    """Flat full vocabularies (the inner system over thousands of members, n = 2 and 3, tau = 1e-4):
+    started from the law of the partners' worth (PartnerMeanField) instead of its mean, one Newton
+    step reaches the stopping threshold (the mean-field start took two on these rows), and the plans
+    keep their guarantees."""
+    from multidraft import _core
+    from multidraft.bench.distributions import make_pairs
+    for V, n in ((4000, 2), (8000, 3)):
+        p, q = make_pairs("flat", V=V, k=V, count=3, seed=5)
+        for i in range(3):
+            plan = _core._testing.global_resolution_plan(p[i], md.draft_scheme(q[i], n).q, n, 1e-4, 50, 2e6, False)
+            inner = plan.diagnostics["inner"]
+            assert inner["truncation_size"] > 2000 and inner["converged"]
+            assert inner["iterations"] == 1
+            assert plan.success and plan.law_error_bound <= 1e-8
+            assert plan.alpha_star - 10 * 1e-4 <= plan.alpha <= plan.alpha_star + 1e-12
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_laplace_sums_against_enumeration(seed):
     """n = 3 on 30-40 tokens and n = 4 on 14-18, every grouped term summed through the Laplace
