@@ -60,3 +60,18 @@ def test_tiny_run_writes_json_and_csv_with_agreeing_alpha(tmp_path, capsys):
     assert {r["method"] for r in rows} == set(METHODS)
     assert all(float(r["max_alpha_dev"]) <= (ALPHA_TOL if METHODS[r["method"]].tau is None else 10 * METHODS[r["method"]].tau)
                for r in rows)
+
+
+def test_full_vocabulary_tables_show_the_floor(tmp_path, capsys):
+    """Full-vocabulary cells carry the NumPy floor timed on their own arrays in the same run, and
+    their tables show it with every median as its multiple."""
+    status = main(["--grid", "10:2", "--regimes", "flat", "--tokens", "2", "--vocab", "300",
+                   "--full-vocab", "300", "--methods", "alpha_star,gr3", "--no-baselines",
+                   "--out", str(tmp_path), "--no-progress"])
+    assert status == 0
+    report = capsys.readouterr().out
+    full = report[report.index("## Full vocabularies"):]
+    assert "floor (ms)" in full and "x |" in full
+    cells = json.loads((tmp_path / "results.json").read_text())["cells"]
+    assert all(c["floor_ms"] > 0 for c in cells)
+    assert any(c["k"] == c["V"] == 300 for c in cells)

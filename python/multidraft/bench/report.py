@@ -86,6 +86,7 @@ def cell_record(cell: Cell) -> Dict[str, object]:
         "alpha_star": cell.alpha_star,
         "h_star_size": cell.h_star_size,
         "pairs": cell.pairs,
+        "floor_ms": cell.floor_ms,
         "reference": cell.reference(),
         "max_alpha_dev": cell.max_alpha_dev(),
         "methods": methods,
@@ -159,14 +160,21 @@ def format_dev(dev: Optional[float]) -> str:
     return f"{dev:.1e}" + ("" if dev <= ALPHA_TOL else " **FAIL**")
 
 
-def markdown_table(cells: Sequence[Cell], methods: Sequence[Method]) -> str:
-    """One Markdown table for the cells of one regime."""
-    head = ["(k, n)", "q top-3", "alpha*", "\\|H*\\|"] + [m.label for m in methods] + ["max \\|alpha - alpha*\\|"]
+def markdown_table(cells: Sequence[Cell], methods: Sequence[Method], floor: bool = False) -> str:
+    """One Markdown table for the cells of one regime; with ``floor``, a column of the cells' NumPy
+    floor and every time also as its multiple (``= 250x``)."""
+    head = ["(k, n)", "q top-3", "alpha*", "\\|H*\\|"] + (["floor (ms)"] if floor else [])
+    head += [m.label for m in methods] + ["max \\|alpha - alpha*\\|"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c in cells:
         row = [f"({c.k}, {c.n})", f"{c.pairs['q_top3_mass']:.2f}", f"{np.mean(c.alpha_star):.4f}",
-               f"{np.median(c.h_star_size):.0f}"]
-        row += [format_entry(c, m.name) if m.name in c.methods else "n/a" for m in methods]
+               f"{np.median(c.h_star_size):.0f}"] + ([format_ms(c.floor_ms)] if floor else [])
+        for m in methods:
+            entry = format_entry(c, m.name) if m.name in c.methods else "n/a"
+            median = c.methods[m.name].median_ms if m.name in c.methods else None
+            if floor and median is not None and c.floor_ms > 0:
+                entry += f" = {median / c.floor_ms:.0f}x"
+            row.append(entry)
         row.append(format_dev(c.max_alpha_dev()))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -204,13 +212,15 @@ def markdown_report(meta: Dict[str, object], cells: Sequence[Cell], methods: Seq
     full = [c for c in cells if c.V != meta["V"] or c.k == c.V]
     if full:
         out += ["", "## Full vocabularies (no draft top-k: k = V)", "",
-                "The exact max-flow methods are refused beyond MAX_NETWORK_ARCS; alpha* stays exact."]
+                "The exact max-flow methods are refused beyond MAX_NETWORK_ARCS; alpha* stays exact. "
+                "floor: median over the instances of one NumPy pass over p and q (np.minimum(p, q).sum()) "
+                "on the same arrays in this run; `= Nx`: a median time as a multiple of it."]
         for V in sorted({c.V for c in full}):
             for regime in meta["regimes"]:
                 rows = [c for c in full if c.V == V and c.regime == regime]
                 if rows:
                     used = [m for m in methods if any(m.name in c.methods for c in rows)]
-                    out += ["", f"### V = {V}, regime `{regime}`", "", markdown_table(rows, used)]
+                    out += ["", f"### V = {V}, regime `{regime}`", "", markdown_table(rows, used, floor=True)]
     bounds = gr_bounds_table(cells, methods)
     if bounds:
         out += ["", "## Global Resolution: success and achieved bounds", "",

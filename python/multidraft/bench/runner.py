@@ -15,6 +15,7 @@ import numpy as np
 
 import multidraft as md
 
+from .baselines import floor_ms
 from .distributions import derive_seed, get_regime, make_pairs, summarize_pairs
 from .methods import METHODS, Method
 from .worker import DONE, TIMEOUT, VALUE_ERROR, Worker, default_memory_limit
@@ -120,6 +121,9 @@ class Cell:
     h_star_size: List[int]
     pairs: Dict[str, float]
     methods: Dict[str, MethodResult]
+    # Median over the instances of one NumPy pass over p and q (np.minimum(p, q).sum()), timed in
+    # this run on the same arrays: the floor the full-vocabulary tables compare against.
+    floor_ms: float = 0.0
 
     def reference(self) -> Optional[str]:
         """The fastest exact OTLP method (complete runs preferred), the ratio's denominator."""
@@ -177,7 +181,8 @@ def run_cell(
         for name, outcome in worker.run(instance, active).items():
             results[name].record(outcome, alpha, 1e3 * budget_s, 1e3 * worker.max_call_s)
         on_instance()
-    return Cell(regime, V, k, n, alpha_star, h_size, summarize_pairs(p_all, q_all), results)
+    floor = float(np.median([floor_ms(p, q) for p, q in zip(p_all, q_all)]))
+    return Cell(regime, V, k, n, alpha_star, h_size, summarize_pairs(p_all, q_all), results, floor)
 
 
 def dominated(cell: Tuple[int, int], over_budget: Iterable[Tuple[int, int]]) -> bool:
