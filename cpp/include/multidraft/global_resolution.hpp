@@ -557,7 +557,7 @@ class GlobalResolutionPlan {
   // PartnerMeanField (the law of the partners' worth instead of its mean; `aim`: the rejected
   // mass to leave, ConvexObjective::level_aim), a few passes over the members against a Newton
   // step of the solve: flat V = 32000, tau = 1e-4 starts at 100 to 230 times the stopping
-  // threshold came to 10 to 60, where one step ends the solve (kCertifyAhead in minimise_newton).
+  // threshold came to 1 to 30, where one step ends the solve (kCertifyAhead in minimise_newton).
   // PartnerMeanField's start: from this many members (below, a grid pass costs little more than
   // its rounds), on flat drafts, where two draws coincide with probability at most kFlatCollisions
   // (flat V = 32000: 4e-4 to 5e-3; peaked: 0.2 to 0.66, whose tuples draw a heavy member twice,
