@@ -58,7 +58,7 @@ class PartnerMeanField {
       low = below < low ? below : low;
       high = above > high ? above : high;
     }
-    if (!(low <= high)) return;  // none covered
+    if (!(low <= high) || !std::isfinite(high - low)) return;  // none covered (the a are finite logs)
     const double Q = base + total;
     // The members' law in u = log odds (a - offset): on a flat draft u follows the ratio order the
     // members come in, so the grid point changes rarely from one to the next, and a run's mass is
@@ -70,7 +70,7 @@ class PartnerMeanField {
     double below = 0.0, above = 0.0;
     for (int j = 0; j < m; ++j) {
       if (!(odds[j] > 0.0)) continue;
-      const double position = std::clamp((a[j] - low) * inverse_step, 0.0, kMembers - 1.0), w = mass[j] / Q;
+      const double position = within((a[j] - low) * inverse_step, kMembers - 1.0), w = mass[j] / Q;
       const int k = static_cast<int>(position);
       if (k != point) {
         members_[point] += below, members_[point + 1] += above;
@@ -92,9 +92,9 @@ class PartnerMeanField {
     const double *__restrict log_x = log_x_.data();
     const double logit_low = logit_low_ + offset, inverse_logit_step = inverse_step_;
 #pragma omp simd
-    for (int j = 0; j < m; ++j) {  // inverse(a_j - offset), as a loop that vectorises
-      const double position = std::clamp((a[j] - logit_low) * inverse_logit_step, 0.0, kInverse - 1.0);
-      const int k = std::min(static_cast<int>(position), kInverse - 2);
+    for (int j = 0; j < m; ++j) {  // inverse(a_j - offset), by value (std::clamp's reference kept loops scalar)
+      const double position = within((a[j] - logit_low) * inverse_logit_step, kInverse - 1.0);
+      const int whole = static_cast<int>(position), k = whole < kInverse - 2 ? whole : kInverse - 2;
       const double value = log_x[k] + (position - k) * (log_x[k + 1] - log_x[k]);
       a[j] = odds[j] > 0.0 ? value : a[j];
     }
@@ -112,10 +112,16 @@ class PartnerMeanField {
     double zero = 0.0;
   };
 
-  // Adds w at fractional grid position u (clamped to the grid), split between its two neighbours.
+  // u within [0, top], NaN to 0 (a grid index is read from it), by value.
+  static double within(double u, double top) {
+    u = u > 0.0 ? u : 0.0;
+    return u < top ? u : top;
+  }
+
+  // Adds w at fractional grid position u (within the grid), split between its two neighbours.
   static void deposit(std::vector<double>& weight, double u, double w) {
     const int size = static_cast<int>(weight.size());
-    u = std::clamp(u, 0.0, size - 1.0);
+    u = within(u, size - 1.0);
     const int k = std::min(static_cast<int>(u), size - 2);
     const double upper = u - k;
     weight[k] += (1.0 - upper) * w;
@@ -230,7 +236,7 @@ class PartnerMeanField {
 
   // log x with logit h(x) = u, within the tabulated range.
   double inverse(double u) const {
-    const double position = std::clamp((u - logit_low_) * inverse_step_, 0.0, kInverse - 1.0);
+    const double position = within((u - logit_low_) * inverse_step_, kInverse - 1.0);
     const int k = std::min(static_cast<int>(position), kInverse - 2);
     return log_x_[k] + (position - k) * (log_x_[k + 1] - log_x_[k]);
   }
