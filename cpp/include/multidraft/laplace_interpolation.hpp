@@ -86,8 +86,7 @@ class LaplaceInterpolation {
   // is left to the caller to scale.
   double evaluate(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q,
                   int n, const std::vector<double>& bases, double c, const Eigen::VectorXd& target,
-                  Eigen::VectorXd& gradient,
-                  Eigen::VectorXd& diagonal, bool coarse = false, Level* level = nullptr) {
+                  Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal, bool coarse = false, Level* level = nullptr) {
     coarse_ = coarse;
     switch (n) {
       case 2: return coarse ? evaluate_sized<2, kCoarsePoints>(x, a, offset, q, bases, c, target, gradient, diagonal, level)
@@ -104,8 +103,8 @@ class LaplaceInterpolation {
     }
   }
 
-  // out = (the terms' Hessian) v at the point of the last evaluate (written, as evaluate's gradient). `scratch`: the caller's
-  // working rows (a plan's objects may be shared by threads).
+  // out = (the terms' Hessian) v at the point of the last evaluate (written, as evaluate's
+  // gradient). `scratch`: the caller's working rows (a plan's objects may be shared by threads).
   void hessian_times(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
     switch (n_) {
       case 2: return coarse_ ? hessian_times_sized<2, kCoarsePoints>(v, out, scratch)

@@ -16,18 +16,20 @@
 //
 // That mean field replaces Z by its mean, which on a flat draft misses by Jensen's gap
 // (1 / (1 + x + z) is convex in z) and often has no level at all. Measured on flat V = 32000 inner
-// systems (tau = 1e-4; |g|_1 at the leveled start, in units of the stopping threshold): n = 2, 228
-// -> 71, 32, 25 and 143 -> 33, 13, 11 after one, two and three rounds; n = 3, 105 -> 50 and
-// 72 -> 17 after one round, which further rounds do not improve (the model itself errs by about
-// 1% of the mass there, 0.5% for n = 2). On peaked drafts, whose tuples draw a heavy member
-// twice, it errs far more: callers keep it to flat ones.
+// systems (tau = 1e-4; |g|_1 at the leveled start, in units of the stopping threshold): a NumPy
+// model of these rounds took n = 2 from 228 to 71, 32, 25 and from 143 to 33, 13, 11 after one,
+// two and three rounds, and n = 3 from 105 to 50 and from 72 to 17 after one, which further rounds
+// did not improve (the model itself errs by about 1% of the mass there, 0.5% for n = 2); in the
+// solver (two rounds for n = 2, one for n = 3) the starts came to 1 to 14 (n = 2) and 5 to 22
+// (n = 3) times the threshold, from 100 to 230 and 54 to 106. On peaked drafts, whose tuples draw
+// a heavy member twice, it errs far more: callers keep it to flat ones.
 //
 // The laws are weights on grids: the members' u on kMembers points, the worths' log x on kBins
 // points (spacing delta). A mass is split between its two neighbouring grid points (linear in the
 // coordinate), and so is the mass of a sum of two worths, whose logarithm is the larger one's plus
-// log1p(e^{-|k - j| delta}): the same split for all pairs d points apart, no logarithm per pair. Zero worth (the base) is an atom of
-// its own, and so is the worth of the members the tuples cannot cover. h^-1 is tabulated at
-// uniform logits: a lookup per member.
+// log1p(e^{-|k - j| delta}): the same split for all pairs d points apart, no logarithm per pair.
+// Zero worth (the base) is an atom of its own, and so is the worth of the members the tuples cannot
+// cover. h^-1 is tabulated at uniform logits: a lookup per member.
 #pragma once
 #include <algorithm>
 #include <cmath>
