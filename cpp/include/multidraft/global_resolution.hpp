@@ -430,11 +430,18 @@ class GlobalResolutionPlan {
     solved.resize(support_size);
     int truncated_size = 0;
     auto place = [&](const std::vector<int>& positions, const SystemSolution& solution) {
-      for (std::size_t k = 0; k < positions.size(); ++k) {
-        in_T[positions[k]] = 1;
-        solved[positions[k]] = {solution.alpha[k], solution.rows_known ? solution.rows[k] : 0.0};
-      }
-      truncated_size += static_cast<int>(positions.size());
+      // Restricted pointers: a char store may alias anything, and reloaded every vector's data
+      // pointer per entry (a V = 32000 system: about 230 -> 180 us).
+      const int size = static_cast<int>(positions.size());
+      const int* __restrict position = positions.data();
+      const double *__restrict alpha = solution.alpha.data(), *__restrict row = solution.rows.data();
+      char* __restrict flag = in_T.data();
+      Solved* __restrict at_position = solved.data();
+      if (solution.rows_known)
+        for (int k = 0; k < size; ++k) flag[position[k]] = 1, at_position[position[k]] = {alpha[k], row[k]};
+      else
+        for (int k = 0; k < size; ++k) flag[position[k]] = 1, at_position[position[k]] = {alpha[k], 0.0};
+      truncated_size += size;
     };
     auto read_truncated = [&] {
       truncated_.resize(truncated_size);
@@ -569,7 +576,8 @@ class GlobalResolutionPlan {
     const int m = static_cast<int>(member_mass.size());
     Eigen::VectorXd start(m);  // every entry written below
     double Q = base;
-    for (double x : member_mass) Q += x;
+#pragma omp simd reduction(+ : Q)
+    for (int i = 0; i < m; ++i) Q += member_mass[i];
     const double k = slack ? (n_ - 1) / Q : 0.0;
     // Branch-free loops over every member (full vocabularies: ~32000); the first vectorises with
     // n a compile-time constant (n <= 4). The odds live in a per-thread workspace that only grows
@@ -623,10 +631,10 @@ class GlobalResolutionPlan {
     }
     double highest = -30.0;
 #pragma omp simd reduction(max : highest)
-    for (int i = 0; i < m; ++i) {
-      const double clamped = a[i] < -30.0 ? -30.0 : a[i] > 30.0 ? 30.0 : a[i];
+    for (int i = 0; i < m; ++i) {  // as maxpd / minpd compare (NaN to -30): std::max and a chained ?: stayed scalar
+      const double raised = a[i] > -30.0 ? a[i] : -30.0, clamped = raised < 30.0 ? raised : 30.0;
       a[i] = o[i] >= 0.0 ? clamped : -30.0;  // uncovered members are set below
-      highest = std::max(highest, a[i]);
+      highest = highest > a[i] ? highest : a[i];
     }
     const double uncovered = std::min(highest + 5.0, 30.0);
 #pragma omp simd

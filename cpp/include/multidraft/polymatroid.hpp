@@ -23,17 +23,20 @@ inline std::vector<double> outer_row_targets(const double* p_order, const double
   // v_0 .. v_{K-1}: the outer tokens with q > 0 by increasing q/p, v_j = order[count - 1 - j].
   const double PH = H.target_mass, QH = H.draft_mass;
   const int K = count - H.length;
-  // psi(H_j) for H_j = H* ∪ {v_j .. v_{K-1}}; j = K is H* itself.
-  std::vector<double> suffix_p(K + 1, 0.0), suffix_q(K + 1, 0.0);
+  // psi(H_j) for H_j = H* ∪ {v_j .. v_{K-1}}; j = K is H* itself. One array, from suffix sums
+  // run alongside (the same sums, in the same order, as two suffix arrays would hold).
+  std::vector<double> psi(K + 1);
+  psi[K] = PH - integer_power(QH, n);
+  double suffix_p = 0.0, suffix_q = 0.0;
   for (int j = K - 1; j >= 0; --j) {
-    suffix_p[j] = suffix_p[j + 1] + p_order[count - 1 - j];
-    suffix_q[j] = suffix_q[j + 1] + q_order[count - 1 - j];
+    suffix_p += p_order[count - 1 - j];
+    suffix_q += q_order[count - 1 - j];
+    psi[j] = PH + suffix_p - integer_power(QH + suffix_q, n);
   }
-  auto psi = [&](int j) { return PH + suffix_p[j] - integer_power(QH + suffix_q[j], n); };
   std::vector<double> targets(K);  // targets[j] belongs to order[h + j] = v_{K - 1 - j}
-  double minimum = psi(0);         // m_i, the cumulative minimum of psi(H_0 .. H_i)
+  double minimum = psi[0];         // m_i, the cumulative minimum of psi(H_0 .. H_i)
   for (int i = 0; i < K; ++i) {  // p_{v_i} = p(v_i) + m_{i+1} - m_i, clamped against round-off
-    const double p_v = p_order[count - 1 - i], next = std::min(minimum, psi(i + 1));
+    const double p_v = p_order[count - 1 - i], next = std::min(minimum, psi[i + 1]);
     targets[K - 1 - i] = std::clamp(p_v + next - minimum, 0.0, p_v);
     minimum = next;
   }
@@ -57,7 +60,7 @@ inline std::vector<double> residual_law(const double* p, const double* rows, int
 struct IidSplit {
   std::vector<int> support;  // the tokens with q > 0, increasing
   std::vector<int> order_positions;  // order[k] = support[order_positions[k]]
-  std::vector<int> order;            // the support by decreasing q/p (decreasing_ratio_positions)
+  std::vector<int> order;            // the support by decreasing q/p (decreasing_ratio_key)
   // p(order[k]) and q(order[k]): read once, in the order, for the passes over it (the subset scan,
   // the row targets, Global Resolution's truncation sets and systems)
   std::vector<double> p_order, q_order;
@@ -68,17 +71,31 @@ struct IidSplit {
   std::vector<double> law;
 
   template <class Row>
-  IidSplit(const Row& p, const Row& q, int V, int n, bool with_law = true)
-      : support(draft_support(stored(q), V)), order_positions(decreasing_ratio_positions(p, q, support)) {
-    const int count = static_cast<int>(order_positions.size());
+  IidSplit(const Row& p, const Row& q, int V, int n, bool with_law = true) : support(draft_support(stored(q), V)) {
+    // The masses are read once, in the support's order, into (p, q) pairs (a per-thread workspace):
+    // the sort's keys read them in order, and the ratio order gathers one pair per token where it
+    // read p and q at random in two rows (a V = 32000 row: about 170 -> 130 us).
+    const int count = static_cast<int>(support.size());
+    struct Masses {
+      double p, q;
+    };
+    thread_local std::vector<Masses> masses;
+    masses.resize(count);
+    for (int i = 0; i < count; ++i) masses[i] = {p[support[i]], q[support[i]]};
+    positions_by_key(count, [&](int i) { return decreasing_ratio_key(masses[i].p, masses[i].q); }, order_positions);
     order.resize(count);
     p_order.resize(count);
     q_order.resize(count);
+    const int* __restrict position = order_positions.data();
+    const int* __restrict token = support.data();
+    const Masses* __restrict mass = masses.data();
+    int* __restrict ordered_token = order.data();
+    double *__restrict ordered_p = p_order.data(), *__restrict ordered_q = q_order.data();
     for (int k = 0; k < count; ++k) {
-      const int t = support[order_positions[k]];
-      order[k] = t;
-      p_order[k] = p[t];
-      q_order[k] = q[t];
+      const int i = position[k];
+      ordered_token[k] = token[i];
+      ordered_p[k] = mass[i].p;
+      ordered_q[k] = mass[i].q;
     }
     IidPrefix H;
     const double best = iid_minimal_prefix(

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -35,6 +36,11 @@ inline double integer_power(double x, int n) {
   return result;
 }
 
+// The radix key (radix_sort.hpp) of a token's place in the decreasing-q/p order, p = 0 as +inf.
+inline std::uint64_t decreasing_ratio_key(double p, double q) {
+  return decreasing_key(p > 0.0 ? q / p : std::numeric_limits<double>::infinity());
+}
+
 // The draft support (draft_support: the tokens with q > 0, increasing) sorted by decreasing q/p
 // (p = 0 counts as +inf), ties by token id, as positions in `support`. The
 // ratios are keys of a radix sort (radix_sort.hpp): division rounds monotonically, so the order
@@ -43,7 +49,7 @@ template <class Row>
 std::vector<int> decreasing_ratio_positions(const Row& p, const Row& q, const std::vector<int>& support) {
   return positions_by_key(static_cast<int>(support.size()), [&](int i) {
     const int t = support[i];
-    return decreasing_key(p[t] > 0.0 ? q[t] / p[t] : std::numeric_limits<double>::infinity());
+    return decreasing_ratio_key(p[t], q[t]);
   });
 }
 
