@@ -378,17 +378,25 @@ class GlobalResolutionPlan {
     std::vector<double> inner_mass(h), inner_targets(h);
     int inner_count = 0;
     double mass_Z = 0.0;
-    for (int k = 0; k < h; ++k) {
-      const int position = split.order_positions[k];
-      const double target = split.p_order[k], mass = split.q_order[k];
-      support_class_[position] = target > 0.0 ? kInner : kZ;
-      inner_positions[inner_count] = position;  // written unconditionally, kept when p > 0
-      inner_mass[inner_count] = mass;
-      inner_targets[inner_count] = target;
-      inner_count += target > 0.0;
-      if (!(target > 0.0)) mass_Z += mass;
+    {  // restricted pointers: the class is a char store, which may alias every array read here
+      const int* __restrict at_order = split.order_positions.data();
+      const double *__restrict p_at = split.p_order.data(), *__restrict q_at = split.q_order.data();
+      char* __restrict class_at = support_class_.data();
+      int* __restrict position_of = inner_positions.data();
+      double *__restrict mass_of = inner_mass.data(), *__restrict target_of = inner_targets.data();
+      for (int k = 0; k < h; ++k) {
+        const int position = at_order[k];
+        const double target = p_at[k], mass = q_at[k];
+        class_at[position] = target > 0.0 ? kInner : kZ;
+        position_of[inner_count] = position;  // written unconditionally, kept when p > 0
+        mass_of[inner_count] = mass;
+        target_of[inner_count] = target;
+        inner_count += target > 0.0;
+        mass_Z += target > 0.0 ? 0.0 : mass;
+      }
+      const int count = static_cast<int>(split.order.size());
+      for (int k = h; k < count; ++k) class_at[at_order[k]] = kOuter;
     }
-    for (std::size_t k = h; k < split.order.size(); ++k) support_class_[split.order_positions[k]] = kOuter;
     std::vector<int> inner_kept = minimal_truncation(
         inner_count, [&](int j) { return inner_mass[j]; }, mass_H, n, options.tau, inner_.truncation_error);
     if (integer_power(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
