@@ -79,7 +79,8 @@ struct IidSplit {
     struct Masses {
       double p, q;
     };
-    thread_local std::vector<Masses> masses;
+    thread_local std::vector<Masses> workspace;
+    std::vector<Masses>& masses = workspace;  // a reference: a thread_local named in a lambda is looked up at every use
     masses.resize(count);
     for (int i = 0; i < count; ++i) masses[i] = {p[support[i]], q[support[i]]};
     positions_by_key(count, [&](int i) { return decreasing_ratio_key(masses[i].p, masses[i].q); }, order_positions);
