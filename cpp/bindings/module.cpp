@@ -22,21 +22,21 @@
 
 #include "arrays.hpp"
 #include "parallel.hpp"
-#include "multidraft/chebyshev_pieces.hpp"  // logs_with_range (test hook)
-#include "multidraft/distribution.hpp"
-#include "multidraft/draft_scheme.hpp"
-#include "multidraft/global_resolution.hpp"
-#include "multidraft/otlp_plan.hpp"
-#include "multidraft/plan_sampling.hpp"
-#include "multidraft/radix_sort.hpp"
-#include "multidraft/relaxed_network.hpp"
-#include "multidraft/rng.hpp"
-#include "multidraft/row_runs.hpp"
-#include "multidraft/single_draft.hpp"
-#include "multidraft/spectr.hpp"
-#include "multidraft/subset_selection.hpp"
-#include "multidraft/thread_pool.hpp"
-#include "multidraft/verifier_registry.hpp"
+#include "multidraft/global_resolution/sums/chebyshev_pieces.hpp"  // logs_with_range (test hook)
+#include "multidraft/core/distribution.hpp"
+#include "multidraft/core/draft_scheme.hpp"
+#include "multidraft/global_resolution/plan.hpp"
+#include "multidraft/otlp/otlp_plan.hpp"
+#include "multidraft/plans/plan_sampling.hpp"
+#include "multidraft/detail/radix_sort.hpp"
+#include "multidraft/otlp/relaxed_network.hpp"
+#include "multidraft/core/rng.hpp"
+#include "multidraft/batch/row_runs.hpp"
+#include "multidraft/baselines/single_draft.hpp"
+#include "multidraft/baselines/spectr.hpp"
+#include "multidraft/otlp/subset_selection.hpp"
+#include "multidraft/batch/thread_pool.hpp"
+#include "multidraft/plans/verifier_registry.hpp"
 
 namespace py = pybind11;
 using namespace multidraft;

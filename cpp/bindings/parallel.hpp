@@ -1,5 +1,5 @@
 // The shell of every batched binding (module.cpp, rdk.cpp): rows spread over the core's thread
-// pool (multidraft/thread_pool.hpp) with the GIL released, so bodies must not touch Python
+// pool (multidraft/batch/thread_pool.hpp) with the GIL released, so bodies must not touch Python
 // objects; they read and write plain pointers taken beforehand.
 #pragma once
 #include <pybind11/pybind11.h>
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "multidraft/thread_pool.hpp"
+#include "multidraft/batch/thread_pool.hpp"
 
 namespace multidraft_bindings {
 

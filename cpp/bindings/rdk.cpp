@@ -10,10 +10,10 @@
 
 #include "arrays.hpp"
 #include "parallel.hpp"
-#include "multidraft/affinity_matrix.hpp"
-#include "multidraft/rdk_proposal.hpp"
-#include "multidraft/rng.hpp"
-#include "multidraft/vocabulary_map.hpp"
+#include "multidraft/oov/affinity_matrix.hpp"
+#include "multidraft/oov/rdk_proposal.hpp"
+#include "multidraft/core/rng.hpp"
+#include "multidraft/oov/vocabulary_map.hpp"
 
 namespace py = pybind11;
 using namespace multidraft;

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "multidraft/distribution.hpp"
+#include "multidraft/core/distribution.hpp"
 #include "parallel.hpp"
 
 namespace py = pybind11;

@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "multidraft/distribution.hpp"
-#include "multidraft/rng.hpp"
+#include "multidraft/core/distribution.hpp"
+#include "multidraft/core/rng.hpp"
 
 namespace multidraft {
 

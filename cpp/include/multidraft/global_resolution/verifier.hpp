@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "multidraft/global_resolution.hpp"
-#include "multidraft/otlp_plan.hpp"
-#include "multidraft/rng.hpp"
+#include "multidraft/global_resolution/plan.hpp"
+#include "multidraft/otlp/otlp_plan.hpp"
+#include "multidraft/core/rng.hpp"
 
 namespace multidraft {
 

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "multidraft/rng.hpp"
+#include "multidraft/core/rng.hpp"
 
 namespace multidraft {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "multidraft/rng.hpp"
+#include "multidraft/core/rng.hpp"
 
 namespace multidraft {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "multidraft/subset_selection.hpp"
+#include "multidraft/otlp/subset_selection.hpp"
 
 namespace multidraft {
 

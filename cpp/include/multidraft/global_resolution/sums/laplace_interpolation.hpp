@@ -36,8 +36,8 @@
 
 #include <Eigen/Dense>
 
-#include "multidraft/chebyshev_pieces.hpp"  // log_positive, relative_error of Stieltjes interpolants
-#include "multidraft/laplace_sums.hpp"      // exp_negative, the trapezoidal rules and their errors
+#include "multidraft/global_resolution/sums/chebyshev_pieces.hpp"  // log_positive, relative_error of Stieltjes interpolants
+#include "multidraft/global_resolution/sums/laplace_sums.hpp"      // exp_negative, the trapezoidal rules and their errors
 
 namespace multidraft {
 

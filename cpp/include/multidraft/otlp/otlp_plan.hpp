@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "multidraft/draft_scheme.hpp"
-#include "multidraft/network_builders.hpp"
-#include "multidraft/polymatroid.hpp"
-#include "multidraft/relaxed_network.hpp"
-#include "multidraft/subset_selection.hpp"
+#include "multidraft/core/draft_scheme.hpp"
+#include "multidraft/otlp/network_builders.hpp"
+#include "multidraft/otlp/polymatroid.hpp"
+#include "multidraft/otlp/relaxed_network.hpp"
+#include "multidraft/otlp/subset_selection.hpp"
 
 namespace multidraft {
 

@@ -15,9 +15,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "multidraft/draft_scheme.hpp"
-#include "multidraft/network_builders.hpp"
-#include "multidraft/relaxed_network.hpp"
+#include "multidraft/core/draft_scheme.hpp"
+#include "multidraft/otlp/network_builders.hpp"
+#include "multidraft/otlp/relaxed_network.hpp"
 
 namespace multidraft {
 

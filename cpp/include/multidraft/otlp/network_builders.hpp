@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "multidraft/draft_scheme.hpp"
-#include "multidraft/relaxed_network.hpp"
+#include "multidraft/core/draft_scheme.hpp"
+#include "multidraft/otlp/relaxed_network.hpp"
 
 namespace multidraft {
 

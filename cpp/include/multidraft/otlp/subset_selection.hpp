@@ -12,13 +12,13 @@
 #include <lemon/smart_graph.h>
 #include <lemon/tolerance.h>
 
-#include "multidraft/compensated_sum.hpp"
-#include "multidraft/distribution.hpp"
-#include "multidraft/draft_scheme.hpp"
-#include "multidraft/min_cut.hpp"
-#include "multidraft/network_builders.hpp"
-#include "multidraft/radix_sort.hpp"
-#include "multidraft/relaxed_network.hpp"
+#include "multidraft/detail/compensated_sum.hpp"
+#include "multidraft/core/distribution.hpp"
+#include "multidraft/core/draft_scheme.hpp"
+#include "multidraft/otlp/min_cut.hpp"
+#include "multidraft/otlp/network_builders.hpp"
+#include "multidraft/detail/radix_sort.hpp"
+#include "multidraft/otlp/relaxed_network.hpp"
 
 namespace multidraft {
 

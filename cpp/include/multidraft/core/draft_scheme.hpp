@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "multidraft/bits.hpp"
-#include "multidraft/rng.hpp"
+#include "multidraft/detail/bits.hpp"
+#include "multidraft/core/rng.hpp"
 
 namespace multidraft {
 

@@ -17,8 +17,8 @@
 
 #include <Eigen/Dense>
 
-#include "multidraft/full_subsets.hpp"  // four_reciprocals
-#include "multidraft/radix_sort.hpp"
+#include "multidraft/global_resolution/sums/full_subsets.hpp"  // four_reciprocals
+#include "multidraft/detail/radix_sort.hpp"
 
 namespace multidraft {
 

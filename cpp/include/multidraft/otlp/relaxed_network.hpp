@@ -15,7 +15,7 @@
 #include <lemon/smart_graph.h>
 #include <lemon/tolerance.h>
 
-#include "multidraft/min_cut.hpp"
+#include "multidraft/otlp/min_cut.hpp"
 
 namespace multidraft {
 

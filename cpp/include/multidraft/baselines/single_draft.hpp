@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "multidraft/rng.hpp"
+#include "multidraft/core/rng.hpp"
 
 namespace multidraft {
 

@@ -16,17 +16,17 @@
 #include <stdexcept>
 #include <string>
 
-#include "multidraft/draft_scheme.hpp"
-#include "multidraft/global_resolution.hpp"
-#include "multidraft/global_resolution_verifier.hpp"
-#include "multidraft/khisti.hpp"
-#include "multidraft/otlp_plan.hpp"
-#include "multidraft/rng.hpp"
-#include "multidraft/rrs.hpp"
-#include "multidraft/single_draft.hpp"
-#include "multidraft/spechub.hpp"
-#include "multidraft/spectr.hpp"
-#include "multidraft/subset_selection.hpp"
+#include "multidraft/core/draft_scheme.hpp"
+#include "multidraft/global_resolution/plan.hpp"
+#include "multidraft/global_resolution/verifier.hpp"
+#include "multidraft/baselines/khisti.hpp"
+#include "multidraft/otlp/otlp_plan.hpp"
+#include "multidraft/core/rng.hpp"
+#include "multidraft/baselines/rrs.hpp"
+#include "multidraft/baselines/single_draft.hpp"
+#include "multidraft/baselines/spechub.hpp"
+#include "multidraft/baselines/spectr.hpp"
+#include "multidraft/otlp/subset_selection.hpp"
 
 namespace multidraft {
 

@@ -17,7 +17,7 @@
 
 #include <Eigen/Dense>
 
-#include "multidraft/chebyshev_pieces.hpp"
+#include "multidraft/global_resolution/sums/chebyshev_pieces.hpp"
 
 namespace multidraft {
 

@@ -13,11 +13,11 @@
 
 #include <Eigen/Dense>
 
-#include "multidraft/draft_scheme.hpp"  // count_small_subsets, exponential_base
-#include "multidraft/full_subsets.hpp"
-#include "multidraft/laplace_interpolation.hpp"
-#include "multidraft/laplace_sums.hpp"
-#include "multidraft/pair_sums.hpp"
+#include "multidraft/core/draft_scheme.hpp"  // count_small_subsets, exponential_base
+#include "multidraft/global_resolution/sums/full_subsets.hpp"
+#include "multidraft/global_resolution/sums/laplace_interpolation.hpp"
+#include "multidraft/global_resolution/sums/laplace_sums.hpp"
+#include "multidraft/global_resolution/sums/pair_sums.hpp"
 
 namespace multidraft {
 

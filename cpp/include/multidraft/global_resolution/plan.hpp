@@ -40,15 +40,15 @@
 #include <utility>
 #include <vector>
 
-#include "multidraft/chebyshev_pieces.hpp"  // logs_with_range
-#include "multidraft/convex.hpp"
-#include "multidraft/draft_scheme.hpp"
-#include "multidraft/network_builders.hpp"
-#include "multidraft/output_correction.hpp"
-#include "multidraft/partner_mean_field.hpp"
-#include "multidraft/polymatroid.hpp"
-#include "multidraft/radix_sort.hpp"
-#include "multidraft/rng.hpp"
+#include "multidraft/global_resolution/sums/chebyshev_pieces.hpp"  // logs_with_range
+#include "multidraft/global_resolution/convex.hpp"
+#include "multidraft/core/draft_scheme.hpp"
+#include "multidraft/otlp/network_builders.hpp"
+#include "multidraft/global_resolution/output_correction.hpp"
+#include "multidraft/global_resolution/partner_mean_field.hpp"
+#include "multidraft/otlp/polymatroid.hpp"
+#include "multidraft/detail/radix_sort.hpp"
+#include "multidraft/core/rng.hpp"
 
 namespace multidraft {
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "multidraft/distribution.hpp"
-#include "multidraft/draft_scheme.hpp"
+#include "multidraft/core/distribution.hpp"
+#include "multidraft/core/draft_scheme.hpp"
 
 namespace multidraft {
 

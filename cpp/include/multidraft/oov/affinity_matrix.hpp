@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "multidraft/thread_pool.hpp"
+#include "multidraft/batch/thread_pool.hpp"
 
 namespace multidraft {
 
