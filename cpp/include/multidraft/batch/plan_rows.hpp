@@ -1,7 +1,7 @@
 // The driver of every batched plan call (transport, verify): a plan per (p, q) row from the
 // verifier registry (plans/verifier_registry.hpp), used at that row's drafts. Consecutive equal
-// rows (many draft tuples for one context, row_runs.hpp) share one plan, built lazily at the
-// run's first row whose drafts are drawable, so an exact plan is solved once per context.
+// rows (many draft tuples for one context, row_runs.hpp) share one plan, built at the run's first
+// row once its drafts are checked drawable, so an exact plan is solved once per context.
 #pragma once
 #include <cstdint>
 #include <type_traits>
