@@ -1,4 +1,4 @@
-// NumPy array types shared by the binding translation units (module.cpp, rdk.cpp): C-contiguous,
+// NumPy array types shared by the binding translation units (module.cpp, rdk.cpp, testing.cpp): C-contiguous,
 // converted on the way in (forcecast), so the C++ core sees plain pointers.
 #pragma once
 #include <pybind11/numpy.h>
