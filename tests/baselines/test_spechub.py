@@ -1,5 +1,5 @@
 """SpecHub ([HUB] §2.8; p = TARGET, q = DRAFT). Exact losslessness, acceptance by enumeration
-and draft probabilities are in test_lossless.py (scheme "hub"); here: the spec's properties,
+and draft probabilities are in core/test_lossless.py (scheme "hub"); here: the spec's properties,
 golden values and the toy study of its Table 4."""
 import numpy as np
 import pytest

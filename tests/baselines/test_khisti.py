@@ -1,5 +1,5 @@
 """Khisti et al.'s canonical decomposition ([CD]; p = TARGET, q = DRAFT here, the paper swaps
-the letters). Exact losslessness and acceptance by enumeration are in test_lossless.py (every
+the letters). Exact losslessness and acceptance by enumeration are in core/test_lossless.py (every
 registered verifier, identical and independent drafts); here: the theorems and golden values."""
 import numpy as np
 import pytest

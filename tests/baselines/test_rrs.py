@@ -1,5 +1,5 @@
 """Recursive rejection sampling (SpecInfer; [HUB] §2.2-2.3). Exact losslessness and
-acceptance-by-enumeration of "rrs" and "rrs_without_replacement" are in test_lossless.py (every
+acceptance-by-enumeration of "rrs" and "rrs_without_replacement" are in core/test_lossless.py (every
 registered verifier); here: golden values, an independent acceptance formula, and alpha* bounds.
 p = TARGET, q = DRAFT."""
 import numpy as np

@@ -1,6 +1,6 @@
 """SpecTr K-SEQ ([CD] spec §1.4, in this project's notation p = TARGET, q = DRAFT; the spec
 and Khisti et al. use the opposite letters). Losslessness and acceptance-by-enumeration are in
-test_lossless.py (every registered verifier); here: golden values and guarantees."""
+core/test_lossless.py (every registered verifier); here: golden values and guarantees."""
 import numpy as np
 import pytest
 
