@@ -154,7 +154,7 @@ def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow_cs", sch
     - ``"maxflow_cs"`` (default, the fastest exact one): the complementary-slackness outer and
       inner networks of [GR] Theorem 5.1, each solved when a tuple of its kind is first asked
       for, completed by Eq. (8).
-    - ``"maxflow"``: the relaxed OTLP as a max-flow ([GR] §5.2; LEMON Preflow), completed by
+    - ``"maxflow"``: the relaxed OTLP as a max-flow ([GR] Section 5.2; LEMON Preflow), completed by
       Eq. (3). ``network="sets"`` merges tuples with equal token sets (exact, far smaller);
       ``network="tuples"`` is the paper's V**n network.
     - ``"lp"``: the full OTLP by SciPy HiGHS (the paper's baseline).

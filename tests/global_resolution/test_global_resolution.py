@@ -162,7 +162,7 @@ def test_success_rate_on_the_oracle_instances():
 
 @pytest.mark.parametrize("case", CASES[::7], ids=case_id)
 def test_paper_threshold_bound_is_reported_honestly(case):
-    """Algorithm 1's 5 tau threshold (spec §8.3): the bound is checked, not assumed."""
+    """Algorithm 1's 5 tau threshold (see docs/design/certified-bounds.md): the bound is checked, not assumed."""
     plan = md.GlobalResolution(case.p, case.q, case.n, tau=5e-2, paper_threshold=True, exact=False)
     l1, accepted = enumerate_plan(case, plan)
     assert l1 <= plan.l1_bound + 1e-12
@@ -193,7 +193,7 @@ def test_a_failed_budget_is_reported():
 
 @pytest.mark.parametrize("case", [c for c in IID if c.n == 1], ids=case_id)
 def test_single_draft_reproduces_the_closed_form(case):
-    """n = 1: Theta_T separates with e^a / (1 + e^a) = p/q, so GR is the SpS closed form (spec §3)."""
+    """n = 1: Theta_T separates with e^a / (1 + e^a) = p/q, so GR is the SpS closed form of [NH]."""
     plan = md.GlobalResolution(case.p, case.q, 1, tau=1e-10, exact=False)
     sps = md.verifier("sps")
     for (w,), _ in zip(*case.support):
@@ -278,7 +278,7 @@ def test_bad_tau(tau):
 
 
 def expected_truncation(masses, block, n, tau):
-    """Spec §8.2 by brute force: the smallest prefix, by decreasing mass, whose leftover R gives
+    """[GR] Algorithm 1's minimal T by brute force: the smallest prefix, by decreasing mass, whose leftover R gives
     block^n - (block - R)^n <= tau; returns (size, its error)."""
     ordered = np.sort(np.asarray(masses, dtype=np.float64))[::-1]
     for size in range(len(ordered) + 1):

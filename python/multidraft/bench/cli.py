@@ -20,7 +20,8 @@ TABLE1_GRID: List[Tuple[int, int]] = [(10, 2), (10, 3), (10, 4), (10, 5), (100, 
 """The (k, n) grid of [GR] Table 1."""
 
 MODES: Dict[str, Dict[str, object]] = {
-    # --quick: under 60 s on 2 cores (measured; see the README), the README's main command.
+    # --quick: the README's main command, sized to finish in about a minute on 2 cores
+    # (docs/benchmarks/python-internals.md).
     "quick": {"grid": [(10, 2), (10, 3), (100, 2)], "tokens": 5, "vocab": 4000, "budget": 2.0, "max_call": 30.0,
               "full_vocab": []},
     "full": {"grid": TABLE1_GRID, "tokens": 20, "vocab": DEFAULT_VOCAB, "budget": 5.0, "max_call": 60.0,
