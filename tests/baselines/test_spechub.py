@@ -11,7 +11,8 @@ SPECHUB = md.verifier("spechub")
 
 
 def test_golden_example_of_figure_4():
-    """[HUB] Figures 4 and 5: q = (.5, .3, .2), p = (.1, .6, .3): SpecHub accepts always; a, b, c accepted .1, .6, .3."""
+    """[HUB] Figures 4 and 5: q = (.5, .3, .2), p = (.1, .6, .3): SpecHub accepts always; a, b, c
+    accepted .1, .6, .3."""
     p, q = np.array([0.1, 0.6, 0.3]), np.array([0.5, 0.3, 0.2])
     assert SPECHUB.acceptance(p, q, 2) == pytest.approx(1.0, abs=1e-12)
     tuples, probs = md.draft_scheme(q, 2, scheme="hub").enumerate()

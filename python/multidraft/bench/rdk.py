@@ -274,7 +274,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     else:
         data = synthetic_pairs(V, contexts, args.seed)
         source = {"synthetic": "[OOV] Section 6.1 / docs/benchmarks/rdk.md", "V": V, "contexts": contexts, "rank": 8,
-                  "mean_ratio": 1.0, "target_top_quarter": 0.95, "scale": float(data["scale"]), "draft_noise": 0.5, "seed": args.seed}
+                  "mean_ratio": 1.0, "target_top_quarter": 0.95, "scale": float(data["scale"]), "draft_noise": 0.5,
+                  "seed": args.seed}
     rows = acceptance_vs_pruning(data["p"], data["q"], data["target_logits"], data["token_counts"], top_k=top_k,
                                  seed=args.seed)
     large_vocab = mode["large_vocab"] if args.large_vocab is None else args.large_vocab
