@@ -41,7 +41,7 @@ def tuple_probability(kind, q, w):
             prob *= rest[t] / rest.sum()
             rest[t] = 0.0
         return prob
-    if kind == "hub":  # SpecHub ([HUB] §2.8): a = first argmax q; (x, a) ~ q(x), (a, x) ~ q(a) q(x) / (1 - q(a))
+    if kind == "hub":  # SpecHub ([HUB] Section 4): a = first argmax q; (x, a) ~ q(x), (a, x) ~ q(a) q(x) / (1 - q(a))
         a = int(np.argmax(q))
         (x1, x2), off_hub = w, q.sum() - q[a]
         if off_hub == 0:

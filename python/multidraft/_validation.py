@@ -69,11 +69,9 @@ def sum_tolerance(dtype, V: int) -> float:
 
     The accumulation term is not a formality: in a peaked row (one token near 1 and a tail of
     entries near u), every addition of a tail entry to the vector lane that holds the peak can
-    lose up to u. Measured with torch 2.13 (``scripts/measure_softmax_sums.py``,
-    ``docs/benchmarks/softmax-sums.md``): random logits give float32 rows off by up to 1e-4,
-    such a tail by 0.04 u V (AVX-512 kernels) to 0.08 u V (AVX2 kernels), i.e. 3.6e-4 and
-    7.2e-4 at V = 152064: the rule is 12 to 25 times the worst float32 row. bfloat16 and float16 rows reach 2.9e-3 and 5.3e-3, mostly their
-    storage rounding, which the first term bounds: the rule is 3.6 to 6 times those.
+    lose up to u. ``docs/benchmarks/softmax-sums.md`` (``scripts/measure_softmax_sums.py``) holds
+    torch's rows against this rule: peaked float32 rows need the accumulation term, and bfloat16
+    and float16 rows are off mostly by their storage rounding, which the first term bounds.
     """
     eps, tiny = _precision(dtype)
     return max(SUM_TOLERANCE, eps * (1 + V * tiny) + (V - 1) * min(eps / 2, _FLOAT32_ROUNDOFF))

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _core
 from . import _validation as check
-from .otlp import _CorePlan, _kind
+from ._plans import _CorePlan, draft_kind
 from .schemes import DraftScheme, batched_inputs
 
 
@@ -59,7 +59,7 @@ class GlobalResolution(_CorePlan):
     def __init__(self, p, q, n: int, tau: float = 1e-3, *, exact: bool = True, fallback: bool = False,
                  max_iterations: int = 50, max_terms: float = 2e6, paper_threshold: bool = False,
                  scheme: Optional[str] = None):
-        kind = _kind(p, q, scheme)
+        kind = draft_kind(p, q, scheme)
         if kind != "iid":
             raise ValueError(f"GlobalResolution needs i.i.d. drafts (Lemma 6.3 uses Q(H)^n); got scheme {kind!r}: "
                              "use solve_otlp(..., method='maxflow_cs') for other draft schemes")

@@ -1,4 +1,4 @@
-"""Khisti et al.'s theorems for identical drafts ([CD] §3), in this project's notation
+"""Khisti et al.'s theorems for identical drafts ([CD] Section 3), in this project's notation
 (``p`` target, ``q`` draft; the paper swaps the letters). Both reduce to [GR]'s subset
 selection, evaluated by its O(V log V) ratio scan; the sampler is ``multidraft.verifier("khisti")``.
 """

@@ -10,7 +10,8 @@ from typing import Optional, Tuple, Union
 import numpy as np
 
 from . import _core
-from . import _validation as check
+from ._plans import _CorePlan, OTLPPlan, draft_kind
+from .global_resolution import GlobalResolution
 from .schemes import DraftScheme, batched_inputs
 
 #: Largest network (arcs) the max-flow solvers build; larger requests raise ValueError.
@@ -23,12 +24,9 @@ EXACT_METHODS = ("maxflow_cs", "maxflow", "lp")
 #: Methods of :func:`solve_otlp`.
 OTLP_METHODS = EXACT_METHODS + ("global_resolution",)
 
-
-def _kind(p, q, scheme: Optional[str]) -> str:
-    """The scheme named by the caller, else "independent" when q has one row per draft model."""
-    if scheme is not None:
-        return scheme
-    return "independent" if np.ndim(q) == np.ndim(p) + 1 else "iid"
+# The plan interface lives in _plans (global_resolution builds on it too); its public home stays
+# here, which repr, pickle and the API reference's inventory show.
+OTLPPlan.__module__ = __name__
 
 
 def _unbatch(values: np.ndarray, batched: bool):
@@ -55,78 +53,14 @@ def optimal_subset(p, q, n: Optional[int] = None, *, scheme: Optional[str] = Non
     Batched: ``p`` (B, V) with ``q`` (B, V) or (B, n, V). ``H*`` is a bool mask (V,) or (B, V).
     Raises ValueError when a network would exceed ``MAX_NETWORK_ARCS``.
     """
-    p2, q3, n, batched = batched_inputs(p, q, n, _kind(p, q, scheme))
-    alpha, in_H = _core.optimal_subset(p2, q3, n, _kind(p, q, scheme))
+    p2, q3, n, batched = batched_inputs(p, q, n, draft_kind(p, q, scheme))
+    alpha, in_H = _core.optimal_subset(p2, q3, n, draft_kind(p, q, scheme))
     return (alpha if batched else float(alpha[0])), _unbatch(in_H, batched)
 
 
 def optimal_acceptance(p, q, n: Optional[int] = None, *, scheme: Optional[str] = None):
     """Optimal multi-draft acceptance alpha* (see :func:`optimal_subset`); float or (B,)."""
     return optimal_subset(p, q, n, scheme=scheme)[0]
-
-
-class OTLPPlan:
-    """A transport plan for one (target, draft scheme) pair: what :func:`solve_otlp` returns.
-
-    Attributes: ``alpha`` (its acceptance), ``alpha_star`` (the optimum), ``method``, ``scheme``
-    (a DraftScheme), ``success`` (the plan met its guarantee), ``law_error_bound`` (bound on the
-    L1 distance of the output law from p beyond rounding), ``l1_bound`` (the same bound for
-    [GR]'s raw plan) and ``acceptance_bound`` (bound on alpha_star - alpha). Exact methods have
-    ``alpha == alpha_star``, ``success`` True and the bounds 0;
-    :class:`multidraft.GlobalResolution` sets its own.
-    ``transport(drafts)``: the output law pi(. | drafts), (V,) for drafts (n,), (M, V) for (M, n).
-    ``sample(drafts, rng)``: one verified token drawn from that law.
-    """
-
-    success = True
-    law_error_bound = 0.0
-    l1_bound = 0.0
-    acceptance_bound = 0.0
-
-    def __init__(self, p: np.ndarray, scheme: DraftScheme, method: str, alpha: float):
-        self.p = p
-        self.scheme = scheme
-        self.method = method
-        self.alpha = float(alpha)
-        self.alpha_star = self.alpha  # exact plans; GlobalResolution sets its own
-
-    def __repr__(self) -> str:
-        return f"OTLPPlan(method={self.method!r}, scheme={self.scheme!r}, alpha={self.alpha:.12g})"
-
-    def _slices(self, drafts: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def _drawable(self, drafts, ndims=(1, 2)) -> np.ndarray:
-        """Validated drafts as (M, n), refused unless every tuple can be drawn (its law is undefined)."""
-        drafts = check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=ndims).reshape(-1, self.scheme.n)
-        self.scheme.check_drawable(drafts)
-        return drafts
-
-    def transport(self, drafts) -> np.ndarray:
-        laws = self._slices(self._drawable(drafts))
-        return laws if np.ndim(drafts) == 2 else laws[0]
-
-    def sample(self, drafts, rng: check.RngLike = None) -> int:
-        law = self._slices(self._drawable(drafts, ndims=(1,)))
-        return int(_core.sample_rows(law, check.row_seeds(rng, 1))[0])
-
-
-class _CorePlan(OTLPPlan):
-    """A plan held by the C++ core (max-flow methods)."""
-
-    def __init__(self, p, scheme, method, core_plan):
-        super().__init__(p, scheme, method, core_plan.alpha)
-        self._core = core_plan
-
-    def _drawable(self, drafts, ndims=(1, 2)) -> np.ndarray:
-        """Validated drafts as (M, n); the core plan refuses undrawable tuples itself (check_drawable)."""
-        return check.tokens(drafts, self.scheme.V, self.scheme.n, ndims=ndims).reshape(-1, self.scheme.n)
-
-    def _slices(self, drafts):
-        return self._core.transport(drafts, self.scheme.V)
-
-    def sample(self, drafts, rng: check.RngLike = None) -> int:
-        return int(self._core.sample(self._drawable(drafts, ndims=(1,)), check.row_seeds(rng, 1), self.scheme.V)[0])
 
 
 class _LinearProgramPlan(OTLPPlan):
@@ -220,7 +154,7 @@ def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow_cs", sch
     - ``"maxflow_cs"`` (default, the fastest exact one): the complementary-slackness outer and
       inner networks of [GR] Theorem 5.1, each solved when a tuple of its kind is first asked
       for, completed by Eq. (8).
-    - ``"maxflow"``: the relaxed OTLP as a max-flow ([GR] §5.2; LEMON Preflow), completed by
+    - ``"maxflow"``: the relaxed OTLP as a max-flow ([GR] Section 5.2; LEMON Preflow), completed by
       Eq. (3). ``network="sets"`` merges tuples with equal token sets (exact, far smaller);
       ``network="tuples"`` is the paper's V**n network.
     - ``"lp"``: the full OTLP by SciPy HiGHS (the paper's baseline).
@@ -233,8 +167,6 @@ def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow_cs", sch
     """
     if method not in OTLP_METHODS:
         raise ValueError(f"'method' must be one of {OTLP_METHODS}, got {method!r}")
-    from .global_resolution import GlobalResolution  # it subclasses this module's plans
-
     # The options are GlobalResolution's parameters after (p, q, n), the scheme aside.
     unknown = sorted(set(options) - (set(inspect.signature(GlobalResolution).parameters) - {"p", "q", "n", "scheme"}))
     if unknown:
@@ -245,7 +177,7 @@ def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow_cs", sch
         if network != "sets":
             raise ValueError("'network' applies to method='maxflow' only")
         return GlobalResolution(p, q, n, scheme=scheme, **options)
-    kind = _kind(p, q, scheme)
+    kind = draft_kind(p, q, scheme)
     if network not in ("sets", "tuples"):
         raise ValueError(f"'network' must be 'sets' or 'tuples', got {network!r}")
     if network != "sets" and method != "maxflow":

@@ -200,7 +200,7 @@ class NaiveRejection(Verifier):
 
 @register
 class RecursiveRejection(Verifier):
-    """``"rrs"``: recursive rejection sampling with n i.i.d. drafts (SpecInfer; [HUB] §2.2).
+    """``"rrs"``: recursive rejection sampling with n i.i.d. drafts (SpecInfer; [HUB] Section 2, Algorithm 1).
 
     Drafts are tried in order by speculative sampling against the running residual
     p_{i+1} = norm((p_i - q)^+); if all are rejected the output is drawn from p_{n+1}.
@@ -213,7 +213,7 @@ class RecursiveRejection(Verifier):
 
 @register
 class RecursiveRejectionWithoutReplacement(RecursiveRejection):
-    """``"rrs_without_replacement"``: RRS with drafts drawn without replacement ([HUB] §2.3).
+    """``"rrs_without_replacement"``: RRS with drafts drawn without replacement ([HUB] Section 2, Algorithm 1).
 
     After a rejection the residual is taken against the current draft law, then the rejected
     token is removed from it. The exact acceptance sums over draft prefixes (order matters), about
@@ -249,7 +249,7 @@ class KSequential(Verifier):
 
 @register
 class SpecHubVerifier(Verifier):
-    """``"spechub"``: SpecHub ([HUB] §2.8), two drafts from the hub scheme.
+    """``"spechub"``: SpecHub ([HUB] Section 4, Appendix C), two drafts from the hub scheme.
 
     Hub a = argmax q (smallest index on ties); drafts (x, a) with probability q(x), or (a, x)
     with probability q(a) q(x) / (1 - q(a)) (scheme ``"hub"``). Four ordered acceptance tests and
@@ -266,7 +266,7 @@ class SpecHubVerifier(Verifier):
 
 @register
 class CanonicalDecompositionVerifier(Verifier):
-    """``"khisti"``: the canonical decomposition of Khisti et al. ([CD] §2.1, 2.5, 2.6).
+    """``"khisti"``: the canonical decomposition of Khisti et al. ([CD] Theorem 1, Appendix I, Remark 3).
 
     Step 1 selects one draft token by importance weights; step 2 verifies it by single-draft
     speculative sampling against the selected token's own marginal p_I (never against q). The

@@ -20,7 +20,8 @@ TABLE1_GRID: List[Tuple[int, int]] = [(10, 2), (10, 3), (10, 4), (10, 5), (100, 
 """The (k, n) grid of [GR] Table 1."""
 
 MODES: Dict[str, Dict[str, object]] = {
-    # --quick: under 60 s on 2 cores (measured; see the README), the README's main command.
+    # --quick: the README's main command, sized to finish in about a minute on 2 cores
+    # (docs/benchmarks/python-internals.md).
     "quick": {"grid": [(10, 2), (10, 3), (100, 2)], "tokens": 5, "vocab": 4000, "budget": 2.0, "max_call": 30.0,
               "full_vocab": []},
     "full": {"grid": TABLE1_GRID, "tokens": 20, "vocab": DEFAULT_VOCAB, "budget": 5.0, "max_call": 60.0,
@@ -120,30 +121,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return importlib.import_module(f".{module}", __package__).main([a for a in argv if a != flag])
     parser = build_parser()
     args = parser.parse_args(argv)
-    mode = "quick" if args.quick else "full"
-    grid, tokens, V, budget, max_call, full_vocab = (
-        MODES[mode][key] if getattr(args, key) is None else getattr(args, key)
-        for key in ("grid", "tokens", "vocab", "budget", "max_call", "full_vocab")
-    )
-    if args.dataset is not None:
-        from .dataset import DatasetRegime
-        try:
-            regime = DatasetRegime.from_file(args.dataset)
-        except ValueError as error:
-            parser.error(f"--dataset: {error}")
-        if args.vocab is not None and args.vocab != regime.data.V:
-            parser.error(f"--vocab {args.vocab} differs from the data set's V = {regime.data.V}")
-        register_regime(regime)
-        args.regimes, V = [regime.name], regime.data.V
-        if args.full_vocab is None:  # full mode: the data set's own vocabulary without draft top-k
-            full_vocab = [] if mode == "quick" else [V]
-        elif set(args.full_vocab) - {V}:
-            parser.error(f"--full-vocab: the data set has V = {V} only, got {args.full_vocab}")
-    if tokens < 1 or V < 2 or not 0 < budget <= max_call:
-        parser.error(f"need --tokens >= 1, --vocab >= 2, 0 < --budget <= --max-call; "
-                     f"got {tokens}, {V}, {budget}, {max_call}")
-    if max(k for k, _ in grid) > V:
-        parser.error(f"grid: every k must be <= V = {V}")
+    mode, grid, tokens, V, budget, max_call, full_vocab = _settings(parser, args)
     methods = [m for m in METHODS.values() if m.name in args.methods]  # table order
 
     start = time.perf_counter()
@@ -177,18 +155,53 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     paths = write_results(args.out, meta, cells)
     print(markdown_report(meta, cells, methods))
     if baselines:
-        print("\n## Every verifier: exact acceptance and verify time\n")
-        print("Mean exact acceptance over the cell's instances (in parentheses: mean gap to alpha* on the "
-              "same instances) / median ms of one verified token (plan building included) = its multiple of the "
-              "floor, the median time of one NumPy pass np.minimum(p, q).sum() over the same arrays in this run; "
-              "[r of N]: a slow method stopped after r instances. alpha* is the optimum for i.i.d. drafts; "
-              "without-replacement and hub drafts have other draft laws and may exceed it. sps verifies the first "
-              "draft alone. otlp: exact optimum (CS max-flow); global_resolution: tau = 1e-3, exactly lossless, "
-              "with the exact fallback (its acceptance: the probability that a proposal is kept).\n")
-        print(baselines_table(baselines))
-        print("\n## Batched verification on threads\n")
-        print("Median ms of one v.verify call on a batch of B distinct rows, with md.set_num_threads(1) and "
-              "with all usable cores (md.get_num_threads()).\n")
-        print(thread_table(threads))
+        _print_baselines(baselines, threads)
     print(f"\nWrote {paths['json']} and {paths['csv']}.", file=sys.stderr)
     return 0 if all_agree(cells) else 1
+
+
+def _settings(parser, args):
+    """(mode, grid, tokens, V, budget, max_call, full_vocab) from the command line and the mode's
+    defaults; a data set (``--dataset``) is registered as the only regime."""
+    mode = "quick" if args.quick else "full"
+    grid, tokens, V, budget, max_call, full_vocab = (
+        MODES[mode][key] if getattr(args, key) is None else getattr(args, key)
+        for key in ("grid", "tokens", "vocab", "budget", "max_call", "full_vocab")
+    )
+    if args.dataset is not None:
+        from .dataset import DatasetRegime
+        try:
+            regime = DatasetRegime.from_file(args.dataset)
+        except ValueError as error:
+            parser.error(f"--dataset: {error}")
+        if args.vocab is not None and args.vocab != regime.data.V:
+            parser.error(f"--vocab {args.vocab} differs from the data set's V = {regime.data.V}")
+        register_regime(regime)
+        args.regimes, V = [regime.name], regime.data.V
+        if args.full_vocab is None:  # full mode: the data set's own vocabulary without draft top-k
+            full_vocab = [] if mode == "quick" else [V]
+        elif set(args.full_vocab) - {V}:
+            parser.error(f"--full-vocab: the data set has V = {V} only, got {args.full_vocab}")
+    if tokens < 1 or V < 2 or not 0 < budget <= max_call:
+        parser.error(f"need --tokens >= 1, --vocab >= 2, 0 < --budget <= --max-call; "
+                     f"got {tokens}, {V}, {budget}, {max_call}")
+    if max(k for k, _ in grid) > V:
+        parser.error(f"grid: every k must be <= V = {V}")
+    return mode, grid, tokens, V, budget, max_call, full_vocab
+
+
+def _print_baselines(baselines, threads) -> None:
+    """The every-verifier and thread-scaling tables, with their captions."""
+    print("\n## Every verifier: exact acceptance and verify time\n")
+    print("Mean exact acceptance over the cell's instances (in parentheses: mean gap to alpha* on the "
+          "same instances) / median ms of one verified token (plan building included) = its multiple of the "
+          "floor, the median time of one NumPy pass np.minimum(p, q).sum() over the same arrays in this run; "
+          "[r of N]: a slow method stopped after r instances. alpha* is the optimum for i.i.d. drafts; "
+          "without-replacement and hub drafts have other draft laws and may exceed it. sps verifies the first "
+          "draft alone. otlp: exact optimum (CS max-flow); global_resolution: tau = 1e-3, exactly lossless, "
+          "with the exact fallback (its acceptance: the probability that a proposal is kept).\n")
+    print(baselines_table(baselines))
+    print("\n## Batched verification on threads\n")
+    print("Median ms of one v.verify call on a batch of B distinct rows, with md.set_num_threads(1) and "
+          "with all usable cores (md.get_num_threads()).\n")
+    print(thread_table(threads))

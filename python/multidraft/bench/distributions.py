@@ -16,7 +16,7 @@ The generator (one instance = one token position of a decoding loop)
    support); ``draft_gain < 1`` models a less confident (smaller) draft model.
 3. **Temperature.** Both logit vectors are divided by ``temperature`` (the sampling temperature
    applies to both models), then ``p = softmax(target)`` and ``q = softmax(draft)`` in float64.
-4. **Draft top-k** ([GR] Appendix N, spec section 2.0): ``q`` is zeroed outside its ``k``
+4. **Draft top-k** ([GR] Appendix N, which slices p too; here only q is cut): ``q`` is zeroed outside its ``k``
    largest entries and renormalised. ``p`` is NEVER sliced: it stays a full-length,
    strictly positive distribution over all ``V`` tokens, and solvers receive both at length ``V``.
 

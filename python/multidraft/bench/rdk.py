@@ -2,7 +2,7 @@
 
 ``python -m multidraft.bench --rdk [--quick] [--dataset PATH]``. The experiment takes arrays
 (``p``, ``q``, ``target_logits``, ``token_counts``), so it runs on the synthetic heavy-tailed
-generator below ([OOV] §6.1; spec §4.4 protocol) or on real next-token distributions loaded
+generator below ([OOV] Section 6.1; our protocol, docs/benchmarks/rdk.md) or on real next-token distributions loaded
 by ``multidraft.bench.dataset.load_next_token_pairs`` (the file ``scripts/train_pair.py`` writes).
 
 Contexts are split three ways: *calibration* (Omega, the covariance of the target's logits),
@@ -37,7 +37,7 @@ from .dataset import load_next_token_pairs
 from .report import machine_info
 
 KEPT_FRACTIONS = (1.0, 0.5, 0.25, 0.125, 0.05, 0.01, 0.0025)
-"""Kept fractions of the vocabulary (spec §4.4); 0.25 kept = 75% pruned."""
+"""Kept fractions of the vocabulary; 0.25 kept = 75% pruned."""
 TAUS = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 """Temperature grid of Eq. (2) (logit covariances are O(1-10), correlations in [-1, 1])."""
 N_EFFS = (0.01, 0.1, 1.0, 10.0, 100.0)
@@ -69,7 +69,7 @@ def top_quarter_mass(z: np.ndarray) -> float:
 def synthetic_pairs(V: int, contexts: int, seed: int = 0, rank: int = 8, mean_ratio: float = 1.0,
                     target_top_quarter: float = 0.95, draft_noise: float = 0.5,
                     corpus_tokens: int = 10**6) -> Dict[str, np.ndarray]:
-    """Heavy-tailed synthetic next-token pairs ([OOV] §6.1, spec §4.4).
+    """Heavy-tailed synthetic next-token pairs ([OOV] Section 6.1; our protocol, docs/benchmarks/rdk.md).
 
     Target logits z = s * (mu + F L + e) per context: mu ~ ``mean_ratio`` * t_5 per token (the
     frequency imbalance FR pruning exploits), a rank-``rank`` factor term F L (F ~ N(0, 1) per
@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timing-vocab", type=lambda t: [int(v) for v in t.split(",") if v.strip()],
                         help="vocabulary sizes of the timing table (default 32000,128000; quick 32000; '' for none)")
     parser.add_argument("--large-vocab", type=int, help="vocabulary of an extra synthetic table without M (masked, "
-                        "TLI, Eq. 3 only; spec §4.4: 200k, the paper's size); default 200000, quick 0 (none)")
+                        "TLI, Eq. 3 only; 200k, the paper's size); default 200000, quick 0 (none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="writes rdk.json there")
     return parser
@@ -273,8 +273,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         source = {"dataset": str(args.dataset), **{k: v for k, v in data.pop("meta").items()}}
     else:
         data = synthetic_pairs(V, contexts, args.seed)
-        source = {"synthetic": "[OOV] §6.1 / spec §4.4", "V": V, "contexts": contexts, "rank": 8, "mean_ratio": 1.0,
-                  "target_top_quarter": 0.95, "scale": float(data["scale"]), "draft_noise": 0.5, "seed": args.seed}
+        source = {"synthetic": "[OOV] Section 6.1 / docs/benchmarks/rdk.md", "V": V, "contexts": contexts, "rank": 8,
+                  "mean_ratio": 1.0, "target_top_quarter": 0.95, "scale": float(data["scale"]), "draft_noise": 0.5,
+                  "seed": args.seed}
     rows = acceptance_vs_pruning(data["p"], data["q"], data["target_logits"], data["token_counts"], top_k=top_k,
                                  seed=args.seed)
     large_vocab = mode["large_vocab"] if args.large_vocab is None else args.large_vocab

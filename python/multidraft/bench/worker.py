@@ -5,10 +5,11 @@ call cannot be interrupted from Python. All timed calls therefore run, one at a 
 same process, in a *worker* started with ``spawn``. The parent waits at most ``max_call_s`` for a
 call; past that it kills the worker (the call counts as a lower bound) and starts a new one for
 the next call. The methods of one instance run back to back, with no idle wait in between (an
-idle wait costs the next call about 0.1 ms of cold caches). The worker also caps its address
-space, so a runaway allocation becomes a ``MemoryError`` (reported) instead of waking the
-kernel's OOM killer; a crash of the package is reported the same way. Timings are taken inside the worker with ``time.perf_counter``; sending
-the instance is not timed.
+idle wait leaves the next call's caches cold; docs/benchmarks/python-internals.md). The worker
+also caps its address space, so a runaway allocation becomes a ``MemoryError`` (reported)
+instead of waking the kernel's OOM killer; a crash of the package is reported the same way.
+Timings are taken inside the worker with ``time.perf_counter``; sending the instance is not
+timed.
 
 Outcomes of :meth:`Worker.run`, one per method: ``(DONE, ms, Outcome)``,
 ``(VALUE_ERROR, message)``, ``(FAILED, message)`` or ``(TIMEOUT, None)``.
@@ -40,7 +41,7 @@ def default_memory_limit() -> Optional[int]:
 
 def _touch(instance: tuple) -> None:
     """One untimed package call on the new (p, q), so that the first timed method does not pay
-    alone for page faults and cold caches after the idle wait (measured: about 0.1 ms)."""
+    alone for page faults and cold caches after the idle wait (docs/benchmarks/python-internals.md)."""
     md.acceptance_rate(instance[0], instance[1])
 
 

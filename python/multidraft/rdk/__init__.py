@@ -20,7 +20,8 @@ float32 or float64 input), each re-exported here:
 - ``priors``: :func:`taylor_proposal`, the first-order linear-time form of Eq. (3) with its prior ``pi`` and
   ``n_eff`` (the paper's N = ``|T|``) as parameters. Implemented verbatim; note that
   ``||p_Taylor - q'||_1 <= 2 / n_eff``, so with the paper's N = ``|T|`` it is numerically TLI
-  (spec §6 A6). Smaller ``n_eff`` moves more mass onto the prior.
+  (unnormalised, each entry moves by at most ``prior_t / n_eff``; see docs/benchmarks/rdk.md). Smaller
+  ``n_eff`` moves more mass onto the prior.
 - ``verification``: :func:`verify` / :func:`transport`, speculative sampling with the proposal through the ``"sps"``
   verifier; :func:`verify_block` runs one draft block with lookahead L (stops at the first
   rejection, bonus token from the target); :func:`masked_verify` / :func:`masked_transport`: the
@@ -28,13 +29,12 @@ float32 or float64 input), each re-exported here:
 
 Multi-draft: a proposal is an ordinary draft distribution, so ``n`` i.i.d. drafts from it
 (``M.sample(q_prime, n, rng)``) can be verified by any i.i.d. verifier with ``q = p'``, e.g.
-``md.verifier("otlp").verify(p, p_prime, drafts, rng)``; losslessness carries over (spec §2.10).
+``md.verifier("otlp").verify(p, p_prime, drafts, rng)``; losslessness carries over, since those
+verifiers are lossless for any draft law.
 
 The samplers take distributions, not models: feeding an out-of-vocabulary drafted token back to
-the drafter (its input embedding table is not pruned, spec §2.9) is the caller's job.
+the drafter (its input embedding table is not pruned; [OOV] leaves this open) is the caller's job.
 """
-from __future__ import annotations
-
 from .affinity import (
     MAX_DENSE_VOCAB,
     OMEGA_KINDS,

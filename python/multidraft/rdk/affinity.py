@@ -20,7 +20,7 @@ class AffinityMatrix:
 
     ``indptr`` (V + 1,) int64, ``indices`` (nnz,) column ids, ``values`` (nnz,) float64. Entries
     must be finite and >= 0 and each row must sum to 1 within 1e-6; with ``renormalise=True``
-    rows are divided by their sums instead and empty or all-zero rows become e_i (spec §2.11).
+    rows are divided by their sums instead and empty or all-zero rows become e_i (so that M stays row-stochastic).
     """
 
     def __init__(self, indptr, indices, values, renormalise: bool = False):
@@ -161,7 +161,8 @@ class AffinityScores:
 
     def matrix(self, tau: float) -> AffinityMatrix:
         """M of Eq. (2) at temperature ``tau`` > 0: softmax(Omega_i / tau) on the kept entries of each
-        row in ``rows``, identity rows elsewhere (spec A3)."""
+        row in ``rows``, identity rows elsewhere (Eq. (2) defines only the rows of I; Algorithm 1 takes
+        M square)."""
         if isinstance(tau, (bool, np.bool_)) or not np.isscalar(tau) or not np.isfinite(tau) or tau <= 0:
             raise ValueError(f"'tau' must be a positive finite number, got {tau!r}")
         indptr, indices, values = _rdk.affinity_softmax(self.indptr, self.indices, self.scores, self.rows, self.V,
@@ -189,9 +190,10 @@ def affinity_scores(samples, top_k: int, rows=None, omega: str = "covariance") -
     """Top-k entries of rows of Omega, computed from calibration ``samples`` (K, V) across contexts.
 
     ``samples``: the calibration vectors whose covariance is Omega: the target's **logits** by
-    default (spec A1; then tau is on the logit-covariance scale, O(1-10)), or target probabilities
+    default (the covariance of Eq. (4), z ~ N(mu, Omega); then tau is on the logit-covariance
+    scale, O(1-10)), or target probabilities
     (covariances ~1e-6, tau must be as small). ``omega``: ``"covariance"`` (the sample covariance,
-    the spec's default reading of Eq. 2) or ``"correlation"`` (the covariance normalised by the
+    our default reading of Eq. 2) or ``"correlation"`` (the covariance normalised by the
     standard deviations, Appendix C.3's "normalized covariance"; its diagonal 1 is the row maximum,
     so tau -> 0 tends to M = identity, i.e. TLI). ``top_k``: entries kept per row (ties: smaller
     column id). ``rows``: the rows to compute (default all V; pass the shared set I). Never forms

@@ -13,11 +13,12 @@ def taylor_proposal(q_prime, prior, n_eff: Optional[float] = None) -> np.ndarray
 
     theta = prior . q'; ptilde_t = (n_eff q'_t + theta prior_t) / (n_eff + prior_t); normalised.
     ``prior`` (V,) >= 0 stands for the paper's p: a context-free prior (:func:`unigram_prior`,
-    :func:`leading_component_prior`), since the live target is unknown at draft time (spec A7);
+    :func:`leading_component_prior`), since the live target is unknown at draft time (Eq. (3) writes the target p);
     passing the true p is an oracle, valid only for metrics. ``n_eff`` > 0 is the paper's N,
-    default V = ``|T|`` (faithful). Warning (spec A6, Theorem 5.4): ``||p_Taylor - q'||_1 <= 2/n_eff``
+    default V = ``|T|`` (faithful). Warning (unnormalised, each entry moves by at most
+    prior_t / n_eff): ``||p_Taylor - q'||_1 <= 2/n_eff``
     and ``|alpha_Taylor - alpha_TLI| <= 1/n_eff``; with n_eff = ``|T|`` it is TLI to ``~1/|T|``, and it
-    approximates M^T q' only when q' is close to uniform. O(V), no matrix.
+    approximates M^T q' only when q' is close to uniform (Theorem 5.4's regime). O(V), no matrix.
     """
     rows, batched = _rows(q_prime, "q_prime")
     V = rows.shape[1]

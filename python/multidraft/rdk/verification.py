@@ -36,7 +36,7 @@ def verify_block(p, proposals, drafts, rng: check.RngLike = None) -> np.ndarray:
     forward pass); ``proposals`` (L, V): the proposal each draft was sampled from; ``drafts`` (L,).
     Drafts are verified in order by speculative sampling with the proposal; the first rejection
     emits a residual token and ends the block; if all L are accepted the bonus token is drawn
-    from p[L] (spec §2.2).
+    from p[L] ([OOV] Algorithm 4).
     """
     p = check.probabilities(p, "p", ndims=(2,))
     proposals = check.probabilities(proposals, "proposals", ndims=(2,))
@@ -58,7 +58,7 @@ def verify_block(p, proposals, drafts, rng: check.RngLike = None) -> np.ndarray:
 def _discard_extension(p, q_mask):
     """The masked baseline as plain speculative sampling over V + 1 tokens: the extra token V holds
     the dropped drafter mass 1 - q(I) and has target probability 0, so drafting it is always a
-    rejection and the residual is (p - q_mask)^+ (the "discard" scheme, spec §2.3).
+    rejection and the residual is (p - q_mask)^+ (the "discard" scheme of [OOV] Section 1).
 
     Returns ``(p_ext, q_ext)`` as (B, V + 1) and whether the caller passed a batch."""
     p2, batched = _rows(p, "p")

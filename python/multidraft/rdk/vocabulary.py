@@ -32,7 +32,7 @@ class VocabularyMap:
 
     ``draft_to_target`` (Vd,) int64: the target id of each drafter token, -1 for drafter tokens
     the target lacks (the set F). ``target_size``: ``|T|``. The shared set I is the image of the map;
-    it is defined by vocabulary membership, not by positive probability (spec A11).
+    it is defined by vocabulary membership, not by positive probability (as in [OOV] Section 2).
     """
 
     def __init__(self, draft_to_target, target_size: int):
@@ -118,7 +118,7 @@ class VocabularyMap:
         """TLI, Eq. (1): q' (target_size,) or (B, target_size), q on I renormalised.
 
         Raises ValueError for a row with q(I) = 0: TLI is undefined there; the caller should draft
-        nothing at that position and let the target sample (spec §2.4).
+        nothing at that position and let the target sample.
         """
         out, mass, batched = self._project(q, True)
         if np.any(mass <= 0):

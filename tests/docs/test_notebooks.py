@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-HERE = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+HERE = pathlib.Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(HERE.glob("*.ipynb"))
 GENERATORS = sorted(HERE.glob("make_*.py"))
 

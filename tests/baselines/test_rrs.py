@@ -1,5 +1,5 @@
-"""Recursive rejection sampling (SpecInfer; [HUB] §2.2-2.3). Exact losslessness and
-acceptance-by-enumeration of "rrs" and "rrs_without_replacement" are in test_lossless.py (every
+"""Recursive rejection sampling (SpecInfer; [HUB] Section 2, Algorithm 1). Exact losslessness and
+acceptance-by-enumeration of "rrs" and "rrs_without_replacement" are in core/test_lossless.py (every
 registered verifier); here: golden values, an independent acceptance formula, and alpha* bounds.
 p = TARGET, q = DRAFT."""
 import numpy as np
@@ -10,7 +10,7 @@ from conftest import IID, TOL, case_id
 
 
 def rrs_acceptance_formula(p, q, n):
-    """[HUB] §2.2, written independently: 1 - prod_i (1 - beta_i), p_{i+1} = norm((p_i - q)^+)."""
+    """[HUB] Algorithm 1, written independently: 1 - prod_i (1 - beta_i), p_{i+1} = norm((p_i - q)^+)."""
     p = p / p.sum()
     reject = 1.0
     for _ in range(n):
@@ -24,7 +24,7 @@ def rrs_acceptance_formula(p, q, n):
 
 
 def test_golden_values_of_seed_004_figure_4():
-    """P13: q = (.5, .3, .2), p = (.1, .6, .3): RRSw 0.94, RRS 0.80, LP(q x q) 0.85, LP(Q_wo) 1."""
+    """[HUB] Figure 4: q = (.5, .3, .2), p = (.1, .6, .3): RRSw 0.94, RRS 0.80, LP(q x q) 0.85, LP(Q_wo) 1."""
     p, q = np.array([0.1, 0.6, 0.3]), np.array([0.5, 0.3, 0.2])
     assert md.verifier("rrs_without_replacement").acceptance(p, q, 2) == pytest.approx(0.94, abs=1e-12)
     assert md.verifier("rrs").acceptance(p, q, 2) == pytest.approx(0.80, abs=1e-12)

@@ -1,6 +1,7 @@
-"""SpecTr K-SEQ ([CD] spec §1.4, in this project's notation p = TARGET, q = DRAFT; the spec
-and Khisti et al. use the opposite letters). Losslessness and acceptance-by-enumeration are in
-test_lossless.py (every registered verifier); here: golden values and guarantees."""
+"""SpecTr K-SEQ (Sun et al.'s K-sequential selection, a baseline of [CD] Section 5), in this
+project's notation p = TARGET, q = DRAFT (Khisti et al. use the opposite letters). Losslessness
+and acceptance-by-enumeration are in core/test_lossless.py (every registered verifier); here:
+golden values and guarantees."""
 import numpy as np
 import pytest
 
@@ -9,7 +10,7 @@ from conftest import IID, TOL, case_id
 
 SPECTR, RRS = md.verifier("spectr"), md.verifier("rrs")
 
-# [CD] spec, golden table: (target, draft, SpecTr K=2, rho*, SpecInfer K=2, P*_2)
+# Golden values computed independently (not printed in [CD]): (target, draft, SpecTr K=2, rho*, SpecInfer K=2, P*_2)
 GOLDEN = [
     ((.2, .3, .5), (.5, .3, .2), 0.791355, 1.4568, 0.76, 0.86),
     ((.1, .2, .3, .4), (.4, .3, .2, .1), 0.75, 1.5, 0.72, 0.79),

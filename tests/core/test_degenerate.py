@@ -4,7 +4,7 @@ Definitions (draft_scheme.hpp): without replacement from a support of k < n toke
 drafts are the whole support, drawn by the sequential law, and drafts k+1..n repeat draft k; the
 hub scheme with a one-token support {a} draws (a, a), and SpecHub is then speculative sampling of
 a. Exact losslessness of every verifier on such laws (one-hot drafts, supports smaller than n, for
-every scheme) is enumerated by test_lossless.py over conftest's adversarial cases, with the
+every scheme) is enumerated by core/test_lossless.py over conftest's adversarial cases, with the
 oracle's own tuple law; this file checks the definitions and what follows from them.
 """
 import numpy as np

@@ -1,5 +1,5 @@
-"""SpecHub ([HUB] §2.8; p = TARGET, q = DRAFT). Exact losslessness, acceptance by enumeration
-and draft probabilities are in test_lossless.py (scheme "hub"); here: the spec's properties,
+"""SpecHub ([HUB] Section 4; p = TARGET, q = DRAFT). Exact losslessness, acceptance by enumeration
+and draft probabilities are in core/test_lossless.py (scheme "hub"); here: the paper's properties,
 golden values and the toy study of its Table 4."""
 import numpy as np
 import pytest
@@ -11,7 +11,8 @@ SPECHUB = md.verifier("spechub")
 
 
 def test_golden_example_of_figure_4():
-    """P13: q = (.5, .3, .2), p = (.1, .6, .3): SpecHub accepts always; a, b, c accepted .1, .6, .3."""
+    """[HUB] Figures 4 and 5: q = (.5, .3, .2), p = (.1, .6, .3): SpecHub accepts always; a, b, c
+    accepted .1, .6, .3."""
     p, q = np.array([0.1, 0.6, 0.3]), np.array([0.5, 0.3, 0.2])
     assert SPECHUB.acceptance(p, q, 2) == pytest.approx(1.0, abs=1e-12)
     tuples, probs = md.draft_scheme(q, 2, scheme="hub").enumerate()
@@ -24,8 +25,8 @@ def test_golden_example_of_figure_4():
 
 @pytest.mark.parametrize("case", HUB, ids=case_id)
 def test_closed_form_and_optimal_for_its_own_scheme(case):
-    """P3: acceptance p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a))), written independently here.
-    P4: it is the optimum (relaxed-OTLP min cut) of SpecHub's own draft scheme."""
+    """The acceptance p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a))), written independently here.
+    It is the optimum (relaxed-OTLP min cut) of SpecHub's own draft scheme."""
     p, q = case.p64 / case.p64.sum(), case.q64
     a = int(np.argmax(q))
     others = np.arange(len(q)) != a
@@ -38,7 +39,7 @@ def test_closed_form_and_optimal_for_its_own_scheme(case):
 
 @pytest.mark.parametrize("seed", range(40))
 def test_theorem_3_beats_rrs_when_the_hub_is_heavy(seed):
-    """P7: if q(a) / (1 - q(a)) >= 1 - sum min(p, q), SpecHub accepts at least as often as RRS."""
+    """[HUB] Theorem 3: if q(a) / (1 - q(a)) >= 1 - sum min(p, q), SpecHub accepts at least as often as RRS."""
     rng = np.random.default_rng(seed)
     V = int(rng.integers(3, 9))
     p, q = rng.dirichlet(np.full(V, 0.5)), rng.dirichlet(np.full(V, 0.5))
@@ -48,7 +49,7 @@ def test_theorem_3_beats_rrs_when_the_hub_is_heavy(seed):
 
 
 def test_theorem_3_condition_matters():
-    """The spec's counterexample: the condition fails and SpecHub (0.4433) < RRS (0.4533)."""
+    """A counterexample: the condition fails and SpecHub (0.4433) < RRS (0.4533)."""
     p, q = np.array([0.02, 0.94, 0.04]), np.array([0.37, 0.23, 0.40])
     assert SPECHUB.acceptance(p, q, 2) == pytest.approx(0.4433, abs=5e-5)
     assert md.verifier("rrs").acceptance(p, q, 2) == pytest.approx(0.4533, abs=5e-5)
@@ -56,7 +57,7 @@ def test_theorem_3_condition_matters():
 
 @pytest.mark.parametrize("q_hub, p_hub", [(0.999, 0.2), (0.6, 0.0), (1 - 1e-9, 0.5)])
 def test_degenerate_hubs_stay_lossless(q_hub, p_hub):
-    """Edge cases of §2.8: q(a) near 1, p(a) = 0; float64 with guarded ratios."""
+    """Edge cases of the hub scheme: q(a) near 1, p(a) = 0; float64 with guarded ratios."""
     V = 5
     q = np.full(V, (1 - q_hub) / (V - 1)); q[0] = q_hub
     p = np.full(V, (1 - p_hub) / (V - 1)); p[0] = p_hub
@@ -86,9 +87,9 @@ def softmax(x):
 
 @pytest.mark.parametrize("T, lam", TABLE4)
 def test_toy_study_of_table_4(T, lam):
-    """The paper's recipe with N(0, 1) logits (spec §6.3: uniform logits do not reproduce it),
+    """The paper's recipe with N(0, 1) logits (uniform logits do not reproduce it),
     p = softmax(u_p / T), q = softmax((lam u_p + (1 - lam) u_q) / T); every value exact, 400 pairs;
-    within the spec's tolerance of 0.05, with the structural orderings exact for every pair."""
+    within 0.05, with the structural orderings exact for every pair."""
     rng = np.random.default_rng(0)
     rows = []
     for _ in range(400):

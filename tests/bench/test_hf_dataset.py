@@ -13,7 +13,7 @@ from multidraft.bench import distributions
 from multidraft.bench.cli import main
 from multidraft.bench.dataset import DatasetRegime, load_next_token_pairs
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def arrays(N=12, V=30, seed=0):

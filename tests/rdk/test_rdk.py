@@ -156,7 +156,7 @@ def test_tli_float32_and_zero_entries_define_I_by_vocabulary():
     vmap = rdk.VocabularyMap.pruned([0, 2], 4)
     q = np.array([0.0, 0.25, 0.5, 0.25], dtype=np.float32)
     np.testing.assert_array_equal(vmap.tli(q), [0.0, 0.0, 1.0, 0.0])
-    assert list(vmap.shared) == [0, 2]  # q(0) = 0 does not remove token 0 from I (spec A11)
+    assert list(vmap.shared) == [0, 2]  # q(0) = 0 does not remove token 0 from I (membership, [OOV] Section 2)
 
 
 # ----------------------------------------------------------------------------- affinity matrix
@@ -191,7 +191,8 @@ def test_affinity_matrix_from_correlation_matches_oracle():
 
 
 def test_affinity_top_k_equals_renormalised_full_softmax():
-    """Top-k of the full Eq. (2) row, renormalised, is what the matrix holds (spec §1.4 Storage)."""
+    """Top-k of the full Eq. (2) row, renormalised, is what the matrix holds (sparse storage,
+    renormalised as Assumption 4.1 needs)."""
     rng = np.random.default_rng(3)
     samples = rng.normal(size=(40, 12))
     omega = np.cov(samples, rowvar=False)
@@ -352,7 +353,8 @@ def test_taylor_matches_oracle_and_its_exact_properties():
         n_eff = float(rng.choice([V, 0.5, 3.0]))
         out = rdk.taylor_proposal(q_prime, prior, n_eff)
         np.testing.assert_allclose(out, oracle_taylor(q_prime, prior, n_eff), atol=TOL)
-        # spec §2.7 magnitude bound: ||p_T - q'||_1 <= 2 / n_eff and |alpha gap| <= 1 / n_eff
+        # magnitude bound (unnormalised, each entry moves by at most prior_t / n_eff):
+        # ||p_T - q'||_1 <= 2 / n_eff and |alpha gap| <= 1 / n_eff
         p = rng.dirichlet(np.ones(V))
         assert np.abs(out - q_prime).sum() <= 2 / n_eff + TOL
         assert abs(md.acceptance_rate(p, out) - md.acceptance_rate(p, q_prime)) <= 1 / n_eff + TOL
@@ -464,7 +466,7 @@ def test_masked_discard_draft_is_always_rejected():
 
 
 def test_verifying_with_anything_but_the_marginal_breaks_losslessness():
-    """The toy the spec warns about: accept ratio from q'(i) instead of p'(j) is not lossless."""
+    """A toy implementation's mistake: accept ratio from q'(i) instead of p'(j) is not lossless."""
     p = np.array([0.2, 0.3, 0.5])
     q_prime = np.array([1.0, 0.0, 0.0])
     M = rdk.AffinityMatrix.from_dense(np.array([[0.5, 0.25, 0.25], [0, 1, 0], [0, 0, 1]]))

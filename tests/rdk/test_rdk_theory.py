@@ -1,4 +1,4 @@
-"""[OOV]'s lemmas and theorems as numeric tests, in the form of its spec §3.
+"""[OOV]'s lemmas and theorems as numeric tests.
 
 Statements the paper words too strongly are tested in their exact form, with negative tests
 where the blanket claim fails: RDK does not always beat TLI (Theorem 5.1 allows a loss of
@@ -143,8 +143,8 @@ def rank_one_matrix(p, theta):
 @pytest.mark.parametrize("N", [100, 300, 1000])
 def test_theorem_5_4_in_its_regime(N):
     """(a) q' uniform => p_Taylor uniform exactly; (b) with q' uniform and Omega/tau = theta 1 p^T
-    and theta = p^T q' (= 1/N here) the gap ||p_Taylor - M^T q'||_1 shrinks like 1/N^2 (spec
-    Appendix A probe: 1.5e-4 at N = 100)."""
+    and theta = p^T q' (= 1/N here) the gap ||p_Taylor - M^T q'||_1 shrinks like 1/N^2 (about
+    1.5e-4 at N = 100)."""
     rng = np.random.default_rng(N)
     p = rng.dirichlet(np.ones(N))
     uniform = np.full(N, 1 / N)
@@ -168,7 +168,7 @@ def test_theorem_5_4_fails_outside_its_regime_negative(N):
 
 
 def test_faithful_taylor_is_numerically_tli_at_full_vocabulary():
-    """Spec §6 A6: with n_eff = |T| the first-order form moves at most 1/|T| of the mass."""
+    """Eq. (3) as printed: with n_eff = |T| the first-order form moves at most 1/|T| of the mass."""
     rng = np.random.default_rng(6)
     N = 50_000
     logits = rng.standard_t(5, size=N) * 0.7

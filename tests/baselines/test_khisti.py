@@ -1,5 +1,5 @@
 """Khisti et al.'s canonical decomposition ([CD]; p = TARGET, q = DRAFT here, the paper swaps
-the letters). Exact losslessness and acceptance by enumeration are in test_lossless.py (every
+the letters). Exact losslessness and acceptance by enumeration are in core/test_lossless.py (every
 registered verifier, identical and independent drafts); here: the theorems and golden values."""
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ from conftest import IID, INDEPENDENT, TOL, case_id
 
 KHISTI = md.verifier("khisti")
 
-# [CD] spec, golden table (target, draft, 1 - TV, P*_2, P*_3, P*_4)
+# Golden values computed independently (not printed in [CD]) (target, draft, 1 - TV, P*_2, P*_3, P*_4)
 GOLDEN = [
     ((.2, .3, .5), (.5, .3, .2), 0.70, 0.86, 0.988, 1.0),
     ((.1, .2, .3, .4), (.4, .3, .2, .1), 0.60, 0.79, 0.871, 0.9439),
@@ -58,7 +58,7 @@ def test_theorem_2_predicate_by_enumeration(case):
 
 @pytest.mark.parametrize("s, value", list(enumerate([0.88, 0.88, 0.92, 0.94, 0.94, 0.94])))
 def test_truncated_lp_golden_case_c(s, value):
-    """Algorithm 2 on the spec's case C, s = 0..5 (values to two decimals)."""
+    """Algorithm 2 on the golden case C (the third row above), s = 0..5 (values to two decimals)."""
     p, q = np.array([.3, .3, .2, .1, .1]), np.array([.6, .2, .1, .05, .05])
     assert md.verifier("khisti", truncation=s).acceptance(p, q, 2) == pytest.approx(value, abs=5e-3)
 

@@ -81,7 +81,7 @@ def test_scheme_is_the_keyword_everywhere():
     assert md.optimal_acceptance(P, Q, 2, scheme="hub") == pytest.approx(md.verifier("spechub").acceptance(P, Q, 2))
 
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 INTERNAL = re.compile(r"seed[ -]?00\d|issue ?#?\d|/work/|\.\./shared|this project's \d-core", re.IGNORECASE)
 
 

@@ -10,7 +10,7 @@ import pytest
 from multidraft import _core, _isa
 from multidraft._isa._probe import supported_levels
 
-SMOKE = Path(__file__).resolve().parents[1] / "scripts" / "wheel_smoke.py"
+SMOKE = Path(__file__).resolve().parents[2] / "scripts" / "wheel_smoke.py"
 
 
 def test_the_imported_core_is_the_forced_or_highest_runnable_level():

@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("matplotlib")
 from multidraft.bench.plot import read_cells, solve_time_plot  # noqa: E402
 
-FULL_RUN = pathlib.Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "full-run.csv"
+FULL_RUN = pathlib.Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "full-run.csv"
 
 
 def test_plot_of_the_committed_full_run(tmp_path):

@@ -1,0 +1,89 @@
+"""The generation loop: rounds of draft, score and verify (see the package docstring) until every
+row stops, with both models' caches kept across rounds."""
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import List, Optional, Tuple
+
+import torch
+
+from ._draft import draft_round
+from ._score import score_round
+from ._setup import Setup, row_generators
+from ._stats import GenerationStats
+from ._tree import TreeCache, check_model
+from ._verify import until_stop, verify_row
+
+
+def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
+    """The generation loop (package docstring): (sequences (B, T + N), statistics)."""
+    layouts = check_model(s.target, "target"), check_model(s.draft, "draft_model")
+    V = s.vocabulary.target_width(s.target, s.draft)
+    B = len(s.prompts)
+    rows = [s.ids[b].tolist() for b in range(B)]  # grows with the new tokens
+    generators = row_generators(s.seed, B)
+    stats = GenerationStats(s.n, s.L, s.verifier.name)
+    new: List[List[int]] = [[] for _ in range(B)]
+    done = [False] * B
+    caches: Optional[Tuple[TreeCache, TreeCache]] = None
+    with torch.inference_mode():
+        while not all(done):
+            if caches is None:  # both models read every committed token not in their cache
+                caches = TreeCache(s.draft, layouts[1], B), TreeCache(s.target, layouts[0], B)
+                pending = [[[] if done[b] else s.prompts[b] + new[b] for b in range(B)] for _ in caches]
+            active = [b for b in range(B) if not done[b]]
+            limits = [_draft_limit(s, rows[b]) for b in active]
+            fed = max(limits) - 1  # draft positions the draft model reads (the last one it does not)
+            start = time.perf_counter()
+            drafts, q, groups = draft_round(s, caches[0], pending[0], active, rows, [generators[b] for b in active],
+                                            V, limits)
+            middle = time.perf_counter()
+            p = score_round(s, caches[1], pending[1], active, rows, drafts, V, limits)
+            end = time.perf_counter()
+            chains, accepted = [0] * B, [0] * B
+            for r, b in enumerate(active):
+                lim = limits[r]
+                tokens, chains[b] = verify_row(drafts[r, :, :lim], q[r, :, :lim], partial(p, r), groups[r],
+                                               generators[b], stats)
+                accepted[b] = len(tokens) - 1  # every token but the last is an accepted draft token
+                kept, done[b] = until_stop(s.stopping, rows[b], tokens)
+                rows[b] += kept
+                new[b] += kept
+                stats.new_tokens += len(kept)
+                if s.streamer is not None and kept:
+                    s.streamer.put(torch.tensor(kept))
+                pending[1][b] = [] if done[b] else tokens[-1:]
+                pending[0][b] = [] if done[b] else tokens[min(accepted[b], fed):]
+            stats.verify_seconds += time.perf_counter() - end
+            stats.draft_seconds += middle - start
+            stats.target_seconds += end - middle
+            stats.row_rounds += len(active)
+            stats.target_calls += 1
+            alive = [not d for d in done]
+            if s.kv_cache:
+                caches[0].commit(chains, [min(a, fed) for a in accepted], alive)
+                caches[1].commit(chains, accepted, alive)
+            else:
+                _count_positions(stats, caches)
+                caches = None
+    if caches is not None:
+        _count_positions(stats, caches)
+    if s.streamer is not None:
+        s.streamer.end()
+    width = max(len(t) for t in new)
+    tail = torch.full((B, width), s.pad_token_id, dtype=torch.long)
+    for b in range(B):
+        tail[b, : len(new[b])] = torch.tensor(new[b], dtype=torch.long)
+    return torch.cat([s.ids, tail], dim=1), stats
+
+
+def _count_positions(stats: GenerationStats, caches: Tuple[TreeCache, TreeCache]) -> None:
+    stats.draft_positions += caches[0].positions_computed
+    stats.target_positions += caches[1].positions_computed
+
+
+def _draft_limit(s: Setup, row: List[int]) -> int:
+    """Draft tokens worth drawing for a row this round: ``L``, or fewer near ``max_length``
+    (so that no position id runs past what the row can reach)."""
+    return s.L if s.max_length is None else max(1, min(s.L, s.max_length - len(row) - 1))
