@@ -1,4 +1,5 @@
-// Canonical decomposition (Khisti et al., [CD] §2.1, 2.5, 2.6; this project's notation p = target,
+// Canonical decomposition (Khisti et al., [CD] Theorem 1, Appendix I for two non-identical drafts,
+// Remark 3 for K > 2; this project's notation p = target,
 // q = draft, swapped from the paper's): step 1 selects one draft token by importance weights
 // beta_y(set of drafts); step 2 runs single-draft speculative sampling of the selected token Y
 // against Y's own marginal p_I, never against q: accept with min(1, p(y) / p_I(y)), else draw from
@@ -78,10 +79,11 @@ class CanonicalSelection : public Selection {
   std::vector<double> selected_law_;
 };
 
-// Algorithm 2 of Khisti et al. ([CD] §2.3), two identical drafts: tokens ranked by
+// Algorithm 2 of Khisti et al. ([CD] Section 4, Appendix G), two identical drafts: tokens ranked by
 // p(y) - q(y)^2 (decreasing, ties by id); the top s (Omega_1) keep free pairwise weights, solved at
-// run time as the small max-flow of spec §2.3 step 5 (pairs {i, j} of Omega_1 with mass
-// 2 q_i q_j, sink capacities (p_k - q_k^2 - 2 q_k Q(Omega_2))^+); an Omega_1 token beats any
+// run time as a small max-flow in place of [CD]'s LP over them (ours: the LP maximises
+// sum_k min(p_k, p_I(k)) over pair splits, a transportation problem: pairs {i, j} of Omega_1 with
+// mass 2 q_i q_j, sink capacities (p_k - q_k^2 - 2 q_k Q(Omega_2))^+); an Omega_1 token beats any
 // Omega_2 token, and inside Omega_2 the better-ranked token wins. Guarantee (eq. 12):
 // acceptance >= P* - sum_{y in Omega_2} (p(y) - q(y)^2)^+.
 class TruncatedPairSelection : public Selection {

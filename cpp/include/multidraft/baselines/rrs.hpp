@@ -1,4 +1,5 @@
-// Recursive rejection sampling (SpecInfer; [HUB] §2.2-2.3, p = target, q = draft): the drafts
+// Recursive rejection sampling (SpecInfer; [HUB] Section 2, "Recursive Rejection Sampling",
+// with and without replacement; p = target, q = draft): the drafts
 // are tried in order, each by single-draft speculative sampling against the current residual
 // p_i, with p_{i+1} = norm((p_i - q_i)^+). With replacement q_i = q; without replacement q_i is
 // q with the earlier drafts removed and renormalised. Output law and exact acceptance.

@@ -47,7 +47,8 @@ int sps_sample(const Row& p, const Row& q, int V, int draft, Rng& rng) {
 
 // Naive rejection ([NH]): draw Z ~ p independently of the drafts and accept iff Z is one of
 // them. Its output law is p whatever the drafts; with n i.i.d. drafts from q its acceptance is
-// sum_i p(i) (1 - (1 - q(i))^n) ([GR] spec §3: a lower bound on alpha*).
+// sum_i p(i) (1 - (1 - q(i))^n) (ours: [NH] states n = 1; as any lossless verifier's
+// acceptance it is a lower bound on alpha*, [GR] Eq. 1).
 // p is accepted within 1e-6 of mass 1; the law Z ~ p is p over its own mass.
 template <class Row>
 void naive_transport(const Row& p, int V, double* out) {

@@ -1,8 +1,8 @@
-// SpecHub ([HUB] §2.8; p = target, q = draft): two drafts from the hub scheme (see
-// draft_scheme.hpp), four ordered acceptance tests, and one residual. Float64 throughout; every
-// ratio u * S < m is taken as min(1, m / S) with S = 0 meaning the branch never happens.
-// A one-token draft support {a} (the scheme then draws (a, a)) is single-draft speculative
-// sampling of a: accept with probability p(a), else draw from p off a, normalised.
+// SpecHub ([HUB] Section 4, Appendix C.1; p = target, q = draft): two drafts from the hub scheme
+// (see draft_scheme.hpp), four ordered acceptance tests, and one residual. Float64 throughout;
+// every ratio u * S < m is taken as min(1, m / S) with S = 0 meaning the branch never happens. A
+// one-token draft support {a} (the scheme then draws (a, a)) is single-draft speculative sampling
+// of a: accept with probability p(a), else draw from p off a, normalised.
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -81,8 +81,8 @@ inline void spechub_transport(const SpecHub& h, const double* p, const double* q
   for (int y = 0; y < V; ++y) out[y] += rejected * h.residual[y];
 }
 
-// Closed form ([HUB] §2.8): alpha_hub = p(a) + sum_{x != a} min(p(x), q(x) / (1 - q(a)));
-// p(a) for a one-token support.
+// Closed form (the acceptance of [HUB] Section 4's transport plan, summed): alpha_hub = p(a) +
+// sum_{x != a} min(p(x), q(x) / (1 - q(a))); p(a) for a one-token support.
 inline double spechub_acceptance(const double* p, const double* q, int V) {
   const DraftScheme scheme(SchemeKind::hub, 2, V, q);
   const int a = scheme.hub();

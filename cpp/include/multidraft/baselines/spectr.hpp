@@ -1,5 +1,5 @@
-// SpecTr's K-sequential selection (K-SEQ; Sun et al., as specified in [CD] spec §1.4, rewritten
-// in this project's notation p = target, q = draft). With a parameter rho in [1, n]:
+// SpecTr's K-sequential selection (K-SEQ; Sun et al., NeurIPS 2023, a baseline of [CD] Section 5),
+// rewritten in this project's notation p = target, q = draft. With a parameter rho in [1, n]:
 //   beta(rho) = sum_x min(q(x), p(x) / rho);
 //   draft x_i (i.i.d. from q) is accepted with probability min(1, p(x_i) / (rho q(x_i)));
 //   if all n are rejected, the output is drawn from

@@ -1,5 +1,5 @@
 // Draft schemes: how the n draft tokens are drawn, with exact tuple and set probabilities.
-// [GR] §1.1: p_draft(w) = prod_j q(w_j) (i.i.d.) or prod_j q_j(w_j) (independent models);
+// [GR] Section 3.1: p_draft(w) = prod_j q(w_j) (i.i.d.) or prod_j q_j(w_j) (independent models);
 // draws without replacement use the sequential law prod_j q(w_j) / (Q - sum_{l<j} q(w_l)).
 // Degenerate draft laws stay drawable, so that every verifier degrades losslessly instead of
 // refusing them: without replacement from a support of k < n tokens, the first k draws exhaust
@@ -18,12 +18,14 @@
 
 namespace multidraft {
 
-// hub: SpecHub's sparse pair design ([HUB] §2.8): with hub a = argmax q (smallest index on ties),
-// x1 ~ q, and x2 = a unless x1 = a, in which case x2 ~ q restricted to V \ {a} (x2 = a when q
-// has no other token). n = 2 only.
+// hub: SpecHub's sparse pair design ([HUB] Section 4): with hub a = argmax q (smallest index on
+// ties), x1 ~ q, and x2 = a unless x1 = a, in which case x2 ~ q restricted to V \ {a} (x2 = a when
+// q has no other token). n = 2 only.
 enum class SchemeKind { iid, without_replacement, independent, hub };
 
-// Truncated exponential generating functions ([GR] §2.7). A polynomial is stored as its
+// Truncated exponential generating functions (ours, in place of the inclusion-exclusion sums of
+// [GR] Appendix K, Eqs. 117-120, which cancel catastrophically: every EGF term is nonnegative;
+// docs/design/summation.md). A polynomial is stored as its
 // coefficients a_0 .. a_n; tuples of length n are counted by n! a_n.
 //
 // Multiplies `in` by one token's factor (e^{q x} - 1) = sum_{d >= 1} q^d x^d / d!.

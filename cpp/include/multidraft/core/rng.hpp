@@ -40,16 +40,28 @@ class Rng {
   std::uint64_t state_[4];
 };
 
+// The per-thread workspace of the blocked inverse-CDF draws (sample_index_by below and
+// OutputCorrection::sample_residual, output_correction.hpp): one sum per block of kSize weights,
+// kept from draw to draw so that a draw allocates nothing. A draw binds it once to a reference
+// (a thread_local named inside a loop or lambda may be looked up at every use), resizes it and
+// writes every entry it reads; no draw runs inside another's weight callback.
+struct SampleBlocks {
+  static constexpr int kSize = 64;  // weights per block
+  static std::vector<double>& of_this_thread() {
+    thread_local std::vector<double> blocks;
+    return blocks;
+  }
+};
+
 // Inverse-CDF draw of an index from weights weight(0 .. size-1), read on the fly (they need not
 // sum to 1; negative ones count as 0), so a law such as (p - q)^+ is drawn from without being
 // written. -1 when no weight is positive. One pass sums blocks of kSampleBlock weights, each
-// vectorised (one running sum over V = 32000 weights would be a dependency chain of V additions,
-// tens of microseconds), into a per-thread list of block sums; the draw then walks that list
-// and reads the weights of one block only.
+// vectorised (one running sum over a vocabulary would be a dependency chain of V additions),
+// into SampleBlocks; the draw then walks that list and reads the weights of one block only.
 template <class Weight>
 inline int sample_index_by(int size, Rng& rng, Weight weight) {
-  constexpr int kSampleBlock = 64;
-  thread_local std::vector<double> blocks;
+  constexpr int kSampleBlock = SampleBlocks::kSize;
+  std::vector<double>& blocks = SampleBlocks::of_this_thread();
   const int count = (size + kSampleBlock - 1) / kSampleBlock;
   blocks.resize(count);
   double total = 0.0;

@@ -1,4 +1,5 @@
-// Bit tricks the core uses, portable across GCC, Clang and MSVC (the wheels are built by all three).
+// Bit tricks the core uses, portable across GCC, Clang and MSVC (the wheels are built by all
+// three).
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -31,7 +32,7 @@ int lowest_set_bit(Unsigned x) {
 // Bit j set when x[j] > 0 (not for NaN), j < 64: a vector compare and its sign mask per 8, 4 or 2
 // entries on the core's instruction set (the cores are compiled for x86-64, -v3 and -v4). Written
 // with intrinsics because compilers vectorise the portable `mask |= (x[j] > 0) << j` loop into
-// shifts that cost more than reading the row (measured: 26 us for V = 32000 on AVX-512).
+// shifts that cost more than reading the row (docs/benchmarks/core-internals.md, "Positive masks").
 inline std::uint64_t positive_mask64(const double* x) {
   std::uint64_t mask = 0;
 #if defined(__AVX512F__)

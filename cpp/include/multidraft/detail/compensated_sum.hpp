@@ -1,5 +1,6 @@
-// Neumaier's compensated summation: prefix sums of probabilities stay exact to ~1 ulp,
-// which the subset scan of [GR] §2.1 needs to resolve psi ties.
+// Neumaier's compensated summation: prefix sums of probabilities stay exact to ~1 ulp, which the
+// subset scan of [GR] Section 5.1 needs to resolve psi ties (docs/design/certified-bounds.md,
+// "Subset selection round-off").
 #pragma once
 #include <cmath>
 

@@ -1,9 +1,8 @@
 // Stable sorting by 64-bit unsigned keys (least-significant-digit radix sort), for the orders the
 // plans build on every call: tokens by decreasing q/p (the ratio order) and by increasing q (the
-// truncation sets).
-// Comparison sorts of ~1000 entries whose comparator reads doubles at random cost tens of
-// microseconds (a third of a flat (1000, 2) Global Resolution plan); a radix pass reads the keys
-// in order. Non-negative doubles (+inf included) compare as their bit patterns do, so
+// truncation sets). Comparison sorts whose comparator reads doubles at random cost a sizeable share
+// of a plan; a radix pass reads the keys in order (docs/benchmarks/core-internals.md, "Radix
+// sort"). Non-negative doubles (+inf included) compare as their bit patterns do, so
 // `increasing_key` / `decreasing_key` turn them into keys exactly, ties and all.
 #pragma once
 #include <algorithm>
@@ -23,6 +22,23 @@ inline std::uint64_t increasing_key(double x) {
 }
 inline std::uint64_t decreasing_key(double x) { return ~increasing_key(x); }
 
+// The per-thread buffers of positions_by_key: the plans sort on every call, up to a vocabulary
+// each, and reuse them. Every call resizes them and writes every entry it reads; a key function
+// never sorts.
+struct RadixSortWorkspace {
+  struct Item {
+    std::uint32_t lead;  // (key - smallest key) >> shift
+    int position;
+  };
+  std::vector<std::uint64_t> keys;
+  std::vector<Item> items, buffer;
+  std::vector<int> histogram;
+  static RadixSortWorkspace& of_this_thread() {
+    thread_local RadixSortWorkspace workspace;
+    return workspace;
+  }
+};
+
 // Positions 0 .. count-1 sorted by increasing key(position), ties in increasing position
 // (stable), written to `positions`. Small inputs use a comparison sort (the radix passes'
 // histograms cost more there). Larger ones are radix sorted by a lead: the key's offset from the
@@ -34,19 +50,12 @@ inline std::uint64_t decreasing_key(double x) { return ~increasing_key(x); }
 // 2048 buckets cost more than they save on a top-k draft's ~1000 entries): a full vocabulary's
 // 32000 ratios, whose exponents differ by a few, take two scatter passes (their 32 leading varying
 // bits took three). The histograms of every digit are counted in the pass that reads the leads.
-// The buffers are a per-thread workspace: the plans sort on every call, up to a vocabulary each.
+// The buffers are RadixSortWorkspace's. One body, not split into steps: the key range, `shift`
+// and `before` are shared by the radix passes and the insertion pass that follows them.
 template <class Key>
 void positions_by_key(int count, Key key, std::vector<int>& positions) {
-  struct Item {
-    std::uint32_t lead;  // (key - smallest key) >> shift
-    int position;
-  };
-  struct Workspace {
-    std::vector<std::uint64_t> keys;
-    std::vector<Item> items, buffer;
-    std::vector<int> histogram;
-  };
-  thread_local Workspace workspace;
+  using Item = RadixSortWorkspace::Item;
+  RadixSortWorkspace& workspace = RadixSortWorkspace::of_this_thread();
   std::vector<std::uint64_t>& keys = workspace.keys;
   std::vector<Item>& items = workspace.items;
   keys.resize(count);

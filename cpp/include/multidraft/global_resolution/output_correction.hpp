@@ -6,8 +6,9 @@
 // drawing from (p - r)^+ normalised outputs p exactly, whatever r is:
 //   P(out = z) = min(r, p)(z) + [1 - sum min(r, p)] (p - r)^+(z) / sum (p - r)^+ = p(z),
 // since 1 - sum min(r, p) = sum (p - r)^+ when sum p = 1. The probability that a candidate is
-// kept is sum_y min(r(y), p(y)). Used by Global Resolution (global_resolution.hpp) to make
-// [GR]'s near-optimal plan exactly lossless; not in [GR] itself.
+// kept is sum_y min(r(y), p(y)). Used by Global Resolution (plan.hpp) to make [GR]'s near-optimal
+// plan exactly lossless; not in [GR] itself: the derivation, the candidate law and the cost are in
+// docs/design/output-correction.md.
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -120,11 +121,11 @@ class OutputCorrection {
 
  private:
   // One draw from the residual (p - r)^+ (p off the stored tokens), -1 when it has no mass, as
-  // sample_index_by (rng.hpp) draws: vectorised block sums of p, corrected at the stored tokens
-  // (by increasing id, so block by block), then one block walked.
+  // sample_index_by (rng.hpp) draws: vectorised block sums of p into SampleBlocks, corrected at
+  // the stored tokens (by increasing id, so block by block), then one block walked.
   int sample_residual(Rng& rng) const {
-    constexpr int kBlock = 64;
-    thread_local std::vector<double> blocks;
+    constexpr int kBlock = SampleBlocks::kSize;
+    std::vector<double>& blocks = SampleBlocks::of_this_thread();
     const int count = (V_ + kBlock - 1) / kBlock;
     blocks.resize(count);
     const double *x = p_.data, scale = p_.scale;

@@ -1,5 +1,6 @@
 // A start for the inner Global Resolution system of a flat draft over a large support, from the law
-// of a member's partners' worth (not in [GR]; a Newton start only: the solve certifies its answer).
+// of a member's partners' worth (not in [GR]; a Newton start only: the solve certifies its answer;
+// docs/design/warm-starts.md, "Partner law").
 //
 // Member i's terms hold the tuples of n i.i.d. draws (mass q_j / Q each, the base b drawing tokens
 // of worth 0) that contain it. On a flat draft nearly every such tuple holds i once and n - 1
@@ -15,14 +16,9 @@
 // The first map is x = e^u, the shape of the mean field of GlobalResolutionPlan::warm_start.
 //
 // That mean field replaces Z by its mean, which on a flat draft misses by Jensen's gap
-// (1 / (1 + x + z) is convex in z) and often has no level at all. Measured on flat V = 32000 inner
-// systems (tau = 1e-4; |g|_1 at the leveled start, in units of the stopping threshold): a NumPy
-// model of these rounds took n = 2 from 228 to 71, 32, 25 and from 143 to 33, 13, 11 after one,
-// two and three rounds, and n = 3 from 105 to 50 and from 72 to 17 after one, which further rounds
-// did not improve (the model itself errs by about 1% of the mass there, 0.5% for n = 2); in the
-// solver (two rounds for n = 2, one for n = 3) the starts came to 1 to 14 (n = 2) and 5 to 22
-// (n = 3) times the threshold, from 100 to 230 and 54 to 106. On peaked drafts, whose tuples draw
-// a heavy member twice, it errs far more: callers keep it to flat ones.
+// (1 / (1 + x + z) is convex in z) and often has no level at all; the rounds close most of that
+// gap on flat drafts (docs/benchmarks/core-internals.md, "Partner-law rounds"). On peaked drafts,
+// whose tuples draw a heavy member twice, the model errs far more: callers keep it to flat ones.
 //
 // The laws are weights on grids: the members' u on kMembers points, the worths' log x on kBins
 // points (spacing delta). A mass is split between its two neighbouring grid points (linear in the

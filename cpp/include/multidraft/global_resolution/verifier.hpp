@@ -1,7 +1,7 @@
-// Global Resolution as a verifier: the plan of global_resolution.hpp for one (p, q) row, which
-// with `fallback` hands over to the exact complementary-slackness plan (otlp_plan.hpp) when it
-// did not meet its bound (success() false). It reads the rows in place with their scales; only the
-// fallback (rare) takes normalised copies.
+// Global Resolution as a verifier: the plan of plan.hpp for one (p, q) row, which with `fallback`
+// hands over to the exact complementary-slackness plan (otlp_plan.hpp) when it did not meet its
+// bound (success() false; docs/design/certified-bounds.md, "What a user may rely on"). It reads the
+// rows in place with their scales; only the fallback (rare) takes normalised copies.
 #pragma once
 #include <memory>
 #include <vector>

@@ -11,7 +11,7 @@
 namespace multidraft {
 
 // The `size` most frequent token ids, most frequent first. [OOV] Algorithm 3 sorts by
-// frequency only; ties are broken by ascending token id (spec §1.3) so the result is
+// frequency only; ties are broken by ascending token id (ours) so the result is
 // deterministic. O(V log size) with a partial sort.
 inline std::vector<std::int64_t> frequency_ranked(const std::int64_t* counts, std::int64_t V, std::int64_t size) {
   if (size < 0 || size > V) throw std::invalid_argument("frequency_ranked: size out of range");
@@ -27,7 +27,8 @@ inline std::vector<std::int64_t> frequency_ranked(const std::int64_t* counts, st
 // Moves drafter mass onto target ids: out[t] = q[d] for draft_to_target[d] = t >= 0, and 0 on
 // target ids no drafter token maps to. Drafter tokens without a target image (the set F = D \ I)
 // are dropped. Returns the shared mass q(I). With the map injective (checked by the caller),
-// `out` is the masked baseline q * 1[I] (spec §2.3, sums to q(I) <= 1).
+// `out` is the masked baseline q * 1[I] ([OOV] Section 3, OOV mass zeroed, not renormalised;
+// sums to q(I) <= 1).
 inline double masked_projection(const double* q, std::int64_t draft_size, const std::int64_t* draft_to_target,
                                 std::int64_t target_size, double* out) {
   std::fill(out, out + target_size, 0.0);

@@ -1,8 +1,8 @@
 // Reading a minimum cut off a finished LEMON max-flow: the nodes reachable in the residual graph.
-// Own search rather than LEMON's cut map, whose orientation is not relied on ([GR] spec §2.2),
-// and with an explicit tolerance, so that the flow's round-off cannot make a saturated arc look
-// unsaturated. A residual arc x -> y exists when the arc x -> y has spare capacity or the arc
-// y -> x carries flow.
+// Own search rather than LEMON's cut map, whose orientation is not relied on (the cut of [GR]
+// Appendix D is read as: source side = H), and with an explicit tolerance, so that the flow's
+// round-off cannot make a saturated arc look unsaturated. A residual arc x -> y exists when the arc
+// x -> y has spare capacity or the arc y -> x carries flow.
 #pragma once
 #include <deque>
 #include <vector>

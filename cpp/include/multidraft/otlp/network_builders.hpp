@@ -102,7 +102,8 @@ inline SlacknessNodes slackness_nodes(const DraftScheme& scheme, const std::vect
   if (!build_outer) return result;
 
   if (scheme.kind() == SchemeKind::iid) {
-    // w_{U'} by the EGF with base Q(H) (spec §2.7): only subsets of the outer support are visited.
+    // w_{U'} by the EGF with base Q(H) (core/draft_scheme.hpp; docs/design/summation.md): only
+    // subsets of the outer support are visited.
     check_set_network(scheme, outer_tokens.size(), "the outer network");
     double mass_H = 0.0;
     for (int t : inner_tokens) mass_H += scheme.row(0)[t];

@@ -5,7 +5,8 @@
 // Plans are immutable once built, apart from SlacknessPlan's networks, which are solved once
 // (std::call_once) whichever thread asks first, so one plan may be shared across threads.
 // Both return the normalised slice pi(. | w) = C_{., w} / p_draft(w); p_draft(w) cancels, because
-// per-tuple flows are proportional to p_draft(w) within a set node (spec §2.3).
+// per-tuple flows are proportional to p_draft(w) within a set node (set compression,
+// relaxed_network.hpp).
 #pragma once
 #include <algorithm>
 #include <memory>

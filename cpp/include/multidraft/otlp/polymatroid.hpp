@@ -1,7 +1,9 @@
-// Outer row targets p_i for i.i.d. drafts by the polymatroid greedy formula
-// ([GR] Theorem 6.2 with Lemma 6.3; the cumulative-minimum pass of spec §2.5), O(V) after
-// the ratio sort. Feeding the outer network row capacities p_i makes every outer row saturate
-// exactly at p_i (Theorem 6.1), so the rejection residual p(i) - p_i is known before any flow.
+// Outer row targets p_i for i.i.d. drafts by the polymatroid greedy formula ([GR] Theorem 6.2 with
+// Lemma 6.3, Appendix H), O(V) after the ratio sort: ordered by increasing q/p, Lemma 6.3's
+// candidate supersets of H_i are H_1 .. H_i, so m_i = min_{j <= i} psi(H_j) is a cumulative minimum
+// (the O(V log V) total of [GR] Section 6.1, spelled out). Feeding the outer network row capacities
+// p_i makes every outer row saturate exactly at p_i (Theorem 6.1), so the rejection residual p(i) -
+// p_i is known before any flow.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -52,11 +54,12 @@ inline std::vector<double> residual_law(const double* p, const double* rows, int
 }
 
 // Everything the complementary-slackness split of i.i.d. drafts knows before any flow or convex
-// solve: the draft support, its ratio order, H* (its first h tokens), the outer row targets p_i, and the rejection
-// law rho(i) = (p(i) - p_i) / sum_j (p(j) - p_j) on V \ H* (inner rows saturate at p on H*).
-// Only the law and subset.in_H are V long, the other arrays as long as the draft support: the rows
-// are kept for the outer tokens with q > 0 (p_i = 0 elsewhere). Callers that need neither (exact Global Resolution: H* is the first h
-// tokens of `order`, and the plan builds its own residual) skip both.
+// solve: the draft support, its ratio order, H* (its first h tokens), the outer row targets p_i,
+// and the rejection law rho(i) = (p(i) - p_i) / sum_j (p(j) - p_j) on V \ H* (inner rows saturate
+// at p on H*). Only the law and subset.in_H are V long, the other arrays as long as the draft
+// support: the rows are kept for the outer tokens with q > 0 (p_i = 0 elsewhere). Callers that need
+// neither (exact Global Resolution: H* is the first h tokens of `order`, and the plan builds its
+// own residual) skip both.
 struct IidSplit {
   std::vector<int> support;  // the tokens with q > 0, increasing
   std::vector<int> order_positions;  // order[k] = support[order_positions[k]]
@@ -70,17 +73,24 @@ struct IidSplit {
   std::vector<double> outer_rows;  // p_i of order[h + j] at j
   std::vector<double> law;
 
+  // The (p, q) pairs of the draft support, in its order: a per-thread workspace (a plan per call,
+  // up to a vocabulary each), resized and rewritten by every IidSplit.
+  struct Masses {
+    double p, q;
+    static std::vector<Masses>& of_this_thread() {
+      thread_local std::vector<Masses> workspace;
+      return workspace;
+    }
+  };
+
   template <class Row>
   IidSplit(const Row& p, const Row& q, int V, int n, bool with_law = true) : support(draft_support(stored(q), V)) {
-    // The masses are read once, in the support's order, into (p, q) pairs (a per-thread workspace):
-    // the sort's keys read them in order, and the ratio order gathers one pair per token where it
-    // read p and q at random in two rows (a V = 32000 row: about 170 -> 130 us).
+    // The masses are read once, in the support's order, into (p, q) pairs (Masses): the sort's keys
+    // read them in order, and the ratio order gathers one pair per token where it read p and q at
+    // random in two rows (docs/benchmarks/core-internals.md, "Mass pairs").
     const int count = static_cast<int>(support.size());
-    struct Masses {
-      double p, q;
-    };
-    thread_local std::vector<Masses> workspace;
-    std::vector<Masses>& masses = workspace;  // a reference: a thread_local named in a lambda is looked up at every use
+    // A reference: a thread_local named in a lambda is looked up at every use.
+    std::vector<Masses>& masses = Masses::of_this_thread();
     masses.resize(count);
     for (int i = 0; i < count; ++i) masses[i] = {p[support[i]], q[support[i]]};
     positions_by_key(count, [&](int i) { return decreasing_ratio_key(masses[i].p, masses[i].q); }, order_positions);

@@ -2,8 +2,9 @@
 //   s -> i (capacity: row target of token i),  i -> r (unbounded) for every token i of right node r,
 //   r -> t (capacity: draft mass of r).
 // A right node is a draft tuple (the paper's network) or, exactly equivalently, a set of tuples
-// with the same distinct tokens ("set compression", spec §2.3), which shrinks V^n nodes to
-// sum_{j<=n} C(k, j). Solved by LEMON's Preflow on doubles with an explicit tolerance.
+// with the same distinct tokens ("set compression", ours: such tuples have the same neighbours, so
+// a flow through their merged node splits back in proportion to their masses), which shrinks V^n
+// nodes to sum_{j<=n} C(k, j). Solved by LEMON's Preflow on doubles with an explicit tolerance.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -23,12 +24,13 @@ namespace multidraft {
 constexpr double kMaxNetworkArcs = 2.0e7;
 
 // Capacities below this are treated as zero by Preflow. Draft masses of single tuples can be far
-// below LEMON's default 1e-10 (spec §2.3); dropping masses of 1e-18 costs at most 1e-18 per node.
+// below LEMON's default 1e-10; dropping masses of 1e-18 costs at most 1e-18 per node.
 constexpr double kFlowTolerance = 1e-18;
 
 // Residual capacity below this counts as saturated when reading the minimum cut: the flow's
 // round-off must not make a token look unsaturated. Matches the 1e-13 snap of the i.i.d. scan
-// (spec §2.1): a minimiser found this way is optimal within about 1e-13 in psi.
+// (docs/design/certified-bounds.md, "Subset selection round-off"): a minimiser found this way is
+// optimal within about 1e-13 in psi.
 constexpr double kCutTolerance = 1e-13;
 
 // Right nodes in CSR form: node r holds the distinct tokens members[offsets[r] .. offsets[r+1]).
@@ -91,7 +93,7 @@ inline RelaxedFlow max_relaxed_flow(const double* row_capacity, int V, const Rig
   Graph::ArcMap<double> capacity(graph);
   std::vector<Graph::Arc> column_arc(R), member_arc(right.members.size());
   for (int i : used_tokens) capacity[graph.addArc(source, token_node[i])] = row_capacity[i];
-  const double unbounded = 2.0;  // total flow <= 1, so any capacity >= 1 is infinite (spec §2.3)
+  const double unbounded = 2.0;  // total flow <= 1, so any capacity >= 1 is infinite
   for (std::size_t r = 0; r < R; ++r) {
     column_arc[r] = graph.addArc(set_node[r], sink);
     capacity[column_arc[r]] = right.capacity[r];

@@ -61,9 +61,10 @@ std::vector<int> decreasing_ratio_order(const Row& p, const Row& q, const std::v
   return order;
 }
 
-// i.i.d. drafts (spec §2.1): some minimiser is a prefix of the decreasing-q/p order; the
-// shortest prefix attaining the minimum (ties within 1e-15 resolved toward it) is H*.
-// For n >= 2 minimisers never split a group of equal ratios, so the tie order is irrelevant.
+// i.i.d. drafts ([GR] Section 5.1, after Hu et al.): some minimiser is a prefix of the
+// decreasing-q/p order; the shortest prefix attaining the minimum (ties within 1e-15 resolved
+// toward it) is H*. For n >= 2 minimisers never split a group of equal ratios, so the tie order is
+// irrelevant (ours: docs/design/certified-bounds.md, "Subset selection round-off").
 // The prefix H* the scan found: its length h, its target and draft masses, and the draft mass of
 // the whole order (the scan's compensated sums, for the passes that follow).
 struct IidPrefix {
@@ -99,7 +100,9 @@ double iid_minimal_prefix(int count, int n, TargetMass p_at, DraftMass q_at, Iid
     case 4: scan(std::integral_constant<int, 4>{}); break;
     default: scan(std::integral_constant<int, 0>{});
   }
-  if (-best < 1e-13) {  // snap: H* = empty set and alpha* = 1, error at most 1e-13 (spec §2.1)
+  // Snap: H* = empty set and alpha* = 1, error at most 1e-13 (docs/design/certified-bounds.md,
+  // "Subset selection round-off").
+  if (-best < 1e-13) {
     best = best_P = best_Q = 0.0;
     best_length = 0;
   }
@@ -142,8 +145,9 @@ inline double psi(const double* p, const DraftScheme& scheme, const std::vector<
   return P - mass;
 }
 
-// The i.i.d. scan's snap (spec §2.1) for cut-based minimisers: when psi(H) is within 1e-13 of
-// psi(empty set) = 0, round-off decided between tied minimisers, and the smallest one is empty.
+// The i.i.d. scan's snap (docs/design/certified-bounds.md, "Subset selection round-off") for
+// cut-based minimisers: when psi(H) is within 1e-13 of psi(empty set) = 0, round-off decided
+// between tied minimisers, and the smallest one is empty.
 inline SubsetSolution snapped(const double* p, const DraftScheme& scheme, std::vector<char> in_H) {
   SubsetSolution solution;
   const double value = psi(p, scheme, in_H);
@@ -153,11 +157,11 @@ inline SubsetSolution snapped(const double* p, const DraftScheme& scheme, std::v
   return solution;
 }
 
-// Two independent drafts of different models ([GR] Appendix D, with the sign of Eq. 34
-// corrected to minus, spec §8.1): psi(H) = P(H) - Q1(H) Q2(H) as an s-t cut. Token i on the
-// source side <=> i in H. Pair arcs i <-> j carry w_ij / 2 each, w_ij = q1(i) q2(j) + q1(j) q2(i);
-// unary a_i = p(i) - q1(i) q2(i) - sum_{j != i} w_ij / 2 becomes i -> t (a_i > 0) or s -> i.
-// cut(H) = psi(H) - sum_i min(a_i, 0); H* = the tokens reachable from s in the residual graph.
+// Two independent drafts of different models ([GR] Appendix D, with the sign of Eq. 34 corrected to
+// minus, since psi = P - Q1 Q2): psi(H) = P(H) - Q1(H) Q2(H) as an s-t cut. Token i on the source
+// side <=> i in H. Pair arcs i <-> j carry w_ij / 2 each, w_ij = q1(i) q2(j) + q1(j) q2(i); unary
+// a_i = p(i) - q1(i) q2(i) - sum_{j != i} w_ij / 2 becomes i -> t (a_i > 0) or s -> i. cut(H) =
+// psi(H) - sum_i min(a_i, 0); H* = the tokens reachable from s in the residual graph.
 inline SubsetSolution pairwise_optimal_subset(const double* p, const DraftScheme& scheme) {
   const int V = scheme.vocabulary_size();
   const double *q1 = scheme.row(0), *q2 = scheme.row(1);
