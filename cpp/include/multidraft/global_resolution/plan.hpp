@@ -1,18 +1,23 @@
 // Global Resolution ([GR] Section 6, Algorithm 1, Appendices G to L): the optimal
-// multi-draft transport for n i.i.d. drafts without an exponential LP.
-//   1. H* by the ratio scan and the outer row targets p_i by the polymatroid greedy (IidSplit);
-//   2. truncation sets T (outer: T ⊆ V \ H*, spec §8.2) chosen minimal by decreasing q so that
-//      eps_T <= tau (Eq. 13) and gamma_T <= tau (Eq. 16);
-//   3. the convex problems Phi_T (Eq. 12) and Theta_T (Eq. 15) minimised by damped Newton until
-//      ||grad||_1 <= 5 tau - 3 eps_T (resp. gamma_T): the corrected stopping rule of spec §2.9,
-//      which makes each system's row deviation <= 5 tau and so the Lemma 6.6 bounds 15 tau / 10 tau
-//      hold (Algorithm 1's 5 tau threshold only gives 24 tau; kept as `paper_threshold`);
-//   4. the slice of Eq. (18) in probability form (spec §2.10).
-// T and the solutions depend on (p, q, n, tau) only, never on the drafts (spec §2.8).
+// multi-draft transport for n i.i.d. drafts without an exponential LP. GlobalResolutionPlan::build
+// follows Algorithm 1:
+//   steps 1-2  H* by the ratio scan (Section 5.1) and the outer row targets p_i by the polymatroid
+//              greedy (Theorem 6.2; IidSplit);
+//   steps 7, 4 the truncation sets T (outer: T ⊆ V \ H*, which line 7 misprints as T ⊆ H*;
+//              inner: T ⊆ H*) chosen minimal by decreasing q so that eps_T <= tau (Eq. 13) and
+//              gamma_T <= tau (Eq. 16);
+//   steps 8, 5 the convex problems Phi_T (Eq. 12, Theorem 6.4) and Theta_T (Eq. 15, Theorem 6.5)
+//              minimised by damped Newton (newton.hpp) until ||grad||_1 <= 5 tau - 3 eps_T (resp.
+//              gamma_T): a corrected stopping rule, which makes each system's row deviation <= 5 tau
+//              and so the Lemma 6.6 bounds 15 tau / 10 tau hold (Algorithm 1's 5 tau threshold only
+//              gives 24 tau; kept as `paper_threshold`; docs/design/certified-bounds.md);
+//   steps 9, 6 the slice of Eq. (18), normalised (p_draft of the tuple cancels).
+// T and the solutions depend on (p, q, n, tau) only, never on the drafts: every tuple's slice
+// then comes from one approximate C, as Lemma 6.6 needs.
 //
 // That plan ("raw", options.exact = false) is within L1 15 tau of p (Lemma 6.6), not exact. The
-// default plan is made exactly lossless at its output (not in [GR]; output_correction.hpp): its
-// candidate law r is known exactly because
+// default plan is made exactly lossless at its output (not in [GR]; output_correction.hpp,
+// docs/design/output-correction.md): its candidate law r is known exactly because
 //   - a tuple whose outer part lies in the outer T, or an inner tuple in (T ∪ Z)^n, proposes the
 //     Eq. (18) softmax of its tokens; summed over those tuples that is exactly what the convex
 //     system allocates, (target + gradient) at the solution;
@@ -41,8 +46,11 @@
 #include <vector>
 
 #include "multidraft/global_resolution/sums/chebyshev_pieces.hpp"  // logs_with_range
-#include "multidraft/global_resolution/convex.hpp"
+#include "multidraft/global_resolution/newton.hpp"
+#include "multidraft/global_resolution/objective.hpp"
+#include "multidraft/global_resolution/workspace.hpp"
 #include "multidraft/core/draft_scheme.hpp"
+#include "multidraft/detail/gr_kernels.hpp"
 #include "multidraft/otlp/network_builders.hpp"
 #include "multidraft/global_resolution/output_correction.hpp"
 #include "multidraft/global_resolution/partner_mean_field.hpp"
@@ -51,6 +59,7 @@
 #include "multidraft/core/rng.hpp"
 
 namespace multidraft {
+
 
 struct GlobalResolutionOptions {
   double tau = 1e-3;
@@ -80,231 +89,105 @@ struct SystemReport {
   double deviation_bound() const { return gradient_l1 + 3.0 * truncation_error; }
 };
 
-// The single terms {u} (n >= 2) in closed form: n! [x^n] e^{b x} (e^{q_u x} - 1)
-// = sum_{j<n} n! (b^j / j!) (q_u^{n-j} / (n-j)!), the sum ConvexObjective::append_stored_terms'
-// subset search forms (a positive sum, no cancellation), without the search's per-subset set-up:
-// flat drafts keep ~1000 singles per plan, a full vocabulary ~32000. A single is stored when a
-// base gives it a positive weight. Every member's weights are written in place first, in one
-// vectorised pass per base (n a compile-time constant for n <= 4), then compacted only if a
-// member has none positive (q_u = 0). They become the first terms of `terms`, whatever it held
-// (its extra_weight sized for the bases): its vectors are resized to them in place, not emptied
-// and regrown, which would value-initialise each (a plan's workspace keeps them at ~32000 entries
-// from plan to plan, and each spills out of L2).
-inline void write_single_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
-                               GroupedTerms& terms) {
-  const int m = static_cast<int>(member_mass.size()), B = static_cast<int>(bases.size());
-  double n_factorial = 1.0;
-  for (int d = 2; d <= n; ++d) n_factorial *= d;
-  constexpr int kMaxBases = 2;  // the objective's and the inner acceptance's
-  if (B > kMaxBases) throw std::invalid_argument("internal: at most two EGF bases");
-  double base_coefficients[kMaxBases][kMaxTermSize + 1];  // [base][j] = b^j / j!
-  for (int b = 0; b < B; ++b) exponential_base(bases[b], n, base_coefficients[b]);
-  terms.offsets.resize(m + 1);
-  terms.offsets[0] = 0;
-  terms.members.resize(m);
-  terms.weight.resize(m);
-  for (auto& w : terms.extra_weight) w.resize(m);
-  auto weights = [&](auto degree) {  // degree 0: n at run time
-    constexpr int kDegree = decltype(degree)::value;
-    const int N = kDegree > 0 ? kDegree : n;
-    const double* mass = member_mass.data();
-    for (int b = 0; b < B; ++b) {
-      double* out = (b == 0 ? terms.weight : terms.extra_weight[b - 1]).data();
-      const double* c = base_coefficients[b];
-#pragma omp simd
-      for (int k = 0; k < m; ++k) {
-        double factor[kMaxTermSize + 1];  // q^d / d!
-        factor[0] = 1.0;
-        for (int d = 1; d <= N; ++d) factor[d] = factor[d - 1] * (mass[k] / d);
-        double acc = 0.0;
-        for (int j = 0; j < N; ++j) acc += c[j] * factor[N - j];
-        out[k] = acc * n_factorial;
-      }
-    }
-  };
-  if (n == 2) weights(std::integral_constant<int, 2>());
-  else if (n == 3) weights(std::integral_constant<int, 3>());
-  else if (n == 4) weights(std::integral_constant<int, 4>());
-  else weights(std::integral_constant<int, 0>());
-  double* column[kMaxBases];  // each base's weights
-  for (int b = 0; b < B; ++b) column[b] = (b == 0 ? terms.weight : terms.extra_weight[b - 1]).data();
-  auto positive = [&](std::size_t t) {
-    for (int b = 0; b < B; ++b)
-      if (column[b][t] > 0.0) return true;
-    return false;
-  };
-  std::size_t written = 0;
-  for (int k = 0; k < m; ++k) {
-    if (!positive(k)) continue;
-    if (written != static_cast<std::size_t>(k))  // an earlier member had no positive weight: move this one down
-      for (int b = 0; b < B; ++b) column[b][written] = column[b][k];
-    terms.members[written] = k;
-    ++written;
-    terms.offsets[written] = static_cast<std::int64_t>(written);
-  }
-  terms.offsets.resize(written + 1);
-  terms.members.resize(written);
-  terms.weight.resize(written);
-  for (auto& w : terms.extra_weight) w.resize(written);
-}
 
-// The grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
-// (spec §2.7): the n-subsets implicitly (full_subsets.hpp: weight n! prod q_u for every base), the
-// smaller ones stored (singles in closed form, write_single_terms; sizes 2..n-1 by
-// ConvexObjective::append_stored_terms). bases[0] gives the objective's
-// weights, each further base an `extra_weight` vector. Returns false when the terms to
-// enumerate would exceed max_terms (the work budget): all of them, unless LaplaceSums may sum
-// them (then only the singles, and ConvexObjective::evaluate refuses any point where it cannot).
-inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
-                                double max_terms, ConvexObjective& objective) {
-  double count, members;
-  const bool summable = objective.interpolation && LaplaceSums::handles(n);
-  count_small_subsets(static_cast<std::int64_t>(member_mass.size()), summable ? 1 : n, count, members);
-  if (count > max_terms) return false;
-  objective.enumeration_budget = max_terms;
-  GroupedTerms& terms = objective.terms;
-  terms.variables = static_cast<int>(member_mass.size());
-  terms.extra_weight.resize(bases.size() - 1);
-  if (n < 2) {  // no singles (write_single_terms resizes the vectors in place otherwise)
-    terms.offsets.assign(1, 0);
-    terms.members.clear();
-    terms.weight.clear();
-    for (auto& w : terms.extra_weight) w.clear();
-  }
-  objective.full.assign(member_mass, n);
-  objective.bases = bases;
-  // sum over U != {} of n! [x^n] e^{b x} prod_U (e^{q_u x} - 1) = n! [x^n] e^{b x} (e^{Q_T x} - 1)
-  double mass_T = 0.0;
-  for (double q : member_mass) mass_T += q;
-  objective.total_weight = integer_power(bases[0] + mass_T, n) - integer_power(bases[0], n);
-  if (n >= 2) write_single_terms(member_mass, n, bases, terms);
-  // Sizes 2..n-1 are built only when a pass enumerates them (LaplaceSums takes them otherwise).
-  objective.stored_deferred = summable;
-  for (int size = 2; size <= n - 1 && !objective.stored_deferred; ++size) objective.append_stored_terms(size);
-  return true;
-}
-
-// The truncation set T (spec §8.2) among entries j < count of draft mass mass(j) >= 0: the fewest
-// entries, by decreasing mass, whose leftover mass R (that of the others) gives a truncation error
-// block^n - (block - R)^n <= tau, block being the draft mass the error refers to. That is, all
-// entries but the most of the smallest (ties: later entries leave first) whose mass sum passes.
-// Only entries of mass at most R_cap, where the error reaches tau (closed form, enlarged by 1e-9
-// for rounding), can leave. Two regimes: a flat top-k draft keeps ~1000 tokens with hundreds
-// below R_cap, of which a handful leave: the kFewLeave lightest are selected, and the cut found
-// among them (when they all leave, every candidate as below). Over a full vocabulary tens of
-// thousands are candidates: they are first narrowed to the lightest ones whose total mass passes
-// R_cap (the leaving entries are among them: any heavier entry follows all of them in the order,
-// so the prefix through it passes R_cap), found from mass sums per bucket of the leading key
-// bits; those are radix sorted. A peaked draft leaves most candidates, a flat one a few hundred
-// of ~32000. The cut is found by bisection over prefix sums (a few transcendental calls, not one
-// per entry), the sums of the entries in leaving order whichever path orders them: the same
-// numbers. Buffers are a per-thread workspace (two calls per plan, up to a vocabulary each).
-// Returns the kept entries by increasing j; `error` is the error of their leftover.
-template <class Mass>
-std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, double tau, double& error) {
-  const double block_n = integer_power(block, n);
-  // block^n (1 - (1 - R/block)^n), by expm1/log1p: exact for tiny R (spec §2.8)
-  auto error_of = [&](double leftover) {
+// The truncation error of leaving the draft mass R (`leftover`) out of a block of draft mass
+// `block`: block^n - (block - R)^n, eps_T of Eq. (13) or gamma_T of Eq. (16); and `cap`, the R at
+// which it reaches tau (closed form, enlarged by 1e-9 for rounding).
+struct TruncationError {
+  double block, block_n;
+  int n;
+  double cap;
+  TruncationError(double block_mass, int draws, double tau)
+      : block(block_mass),
+        block_n(integer_power(block_mass, draws)),
+        n(draws),
+        cap(tau >= block_n ? std::numeric_limits<double>::infinity()
+                           : -block * std::expm1(std::log1p(-tau / block_n) / n) * (1.0 + 1e-9)) {}
+  // block^n (1 - (1 - R/block)^n), by expm1/log1p: exact for tiny R
+  double operator()(double leftover) const {
     return block > 0.0 ? -block_n * std::expm1(n * std::log1p(-std::min(leftover / block, 1.0))) : 0.0;
-  };
-  const double cap = tau >= block_n ? std::numeric_limits<double>::infinity()
-                                    : -block * std::expm1(std::log1p(-tau / block_n) / n) * (1.0 + 1e-9);
-  struct Entry {
-    double mass;
-    int j;
-    bool operator<(const Entry& other) const {  // leaving order: lighter first, then later first
-      return mass < other.mass || (mass == other.mass && j > other.j);
-    }
-  };
-  struct Workspace {
-    std::vector<Entry> candidates;
-    std::vector<double> prefix;
-    std::vector<int> order;
-    std::vector<char> leaves;
-  };
-  thread_local Workspace workspace;
-  std::vector<Entry>& candidates = workspace.candidates;
-  auto gather = [&] {  // the candidates by decreasing j
-    candidates.resize(count);
-    int size = 0;  // written unconditionally: a branch per entry would be a coin flip
-    for (int j = count - 1; j >= 0; --j) {
-      const double x = mass(j);
-      candidates[size] = {x, j};
-      size += x <= cap;
-    }
-    candidates.resize(size);
-    return size;
-  };
-  const int size = gather();
-  std::vector<char>& leaves = workspace.leaves;
-  leaves.assign(count, 0);
-  error = 0.0;
-  // The leaving prefix of entries already in leaving order: leaving[0 .. k) leave, k the largest
-  // with error_of(their mass) <= tau (the error grows with k), found by bisection on prefix sums.
-  auto leave_prefix = [&](auto entry, int available) {
-    std::vector<double>& prefix = workspace.prefix;
-    prefix.resize(available + 1);
-    prefix[0] = 0.0;
-    for (int k = 0; k < available; ++k) prefix[k + 1] = prefix[k] + entry(k).mass;
-    int low = 0, high = available;  // error_of(prefix[0]) = 0 <= tau
-    while (low < high) {
-      const int middle = high - (high - low) / 2;
-      if (error_of(prefix[middle]) <= tau)
-        low = middle;
-      else
-        high = middle - 1;
-    }
-    error = error_of(prefix[low]);
-    for (int k = 0; k < low; ++k) leaves[entry(k).j] = 1;
-    return low;
-  };
-  constexpr int kFewLeave = 16, kSelectUpTo = 4096;
-  auto in_order = [&](int k) -> const Entry& { return candidates[k]; };
-  // Every candidate (by decreasing j): buckets of the 11 leading varying bits of the masses' keys
-  // (increasing_key: the keys agree above them, so the buckets follow the leaving order); the
-  // narrowed candidates are the buckets up to the first whose cumulative mass passes R_cap by a
-  // margin (1e-6) far above the sums' rounding (size * 2^-53); they are radix sorted.
-  auto narrowed_and_sorted = [&] {
-    constexpr int kBucketBits = 11, kBuckets = 1 << kBucketBits;
-    std::uint64_t varying = 0;
-    const std::uint64_t first = increasing_key(candidates[0].mass);
-    for (const Entry& c : candidates) varying |= increasing_key(c.mass) ^ first;
-    int shift = 0;
-    while ((varying >> shift) >= static_cast<std::uint64_t>(kBuckets)) ++shift;
-    auto bucket = [&](const Entry& c) { return static_cast<int>((increasing_key(c.mass) >> shift) & (kBuckets - 1)); };
-    double bucket_mass[kBuckets] = {};
-    for (const Entry& c : candidates) bucket_mass[bucket(c)] += c.mass;
-    int last = kBuckets - 1;
-    double cumulative = 0.0;
-    for (int b = 0; b < kBuckets; ++b)
-      if ((cumulative += bucket_mass[b]) > cap * (1.0 + 1e-6)) {
-        last = b;
-        break;
-      }
-    int narrowed = 0;  // in place, in the candidates' order: the sort below stays the same stable sort
-    for (int c = 0; c < size; ++c) {
-      candidates[narrowed] = candidates[c];
-      narrowed += bucket(candidates[c]) <= last;
-    }
-    std::vector<int>& order = workspace.order;
-    positions_by_key(narrowed, [&](int c) { return increasing_key(candidates[c].mass); }, order);
-    return leave_prefix([&](int k) -> const Entry& { return candidates[order[k]]; }, narrowed);
-  };
-  int leaving = 0;
-  if (size > kSelectUpTo) {
-    leaving = narrowed_and_sorted();
-  } else if (size <= kFewLeave) {
-    std::sort(candidates.begin(), candidates.end());
-    leaving = leave_prefix(in_order, size);
-  } else {
-    std::nth_element(candidates.begin(), candidates.begin() + (kFewLeave - 1), candidates.end());
-    std::sort(candidates.begin(), candidates.begin() + kFewLeave);
-    leaving = leave_prefix(in_order, kFewLeave);
-    if (leaving == kFewLeave) {  // they all leave: every candidate again, in order
-      gather();
-      leaving = narrowed_and_sorted();
-    }
   }
+};
+
+// The entries that may leave (mass at most `cap`), by decreasing j, into `candidates`; returns
+// their count.
+template <class Mass>
+int gather_truncation_candidates(int count, Mass mass, double cap, std::vector<TruncationCandidate>& candidates) {
+  candidates.resize(count);
+  int size = 0;  // written unconditionally: a branch per entry would be a coin flip
+  for (int j = count - 1; j >= 0; --j) {
+    const double x = mass(j);
+    candidates[size] = {x, j};
+    size += x <= cap;
+  }
+  candidates.resize(size);
+  return size;
+}
+
+// The leaving prefix of entries already in leaving order (entry(k), k < available): entries
+// [0, k) leave, k the largest with error_of(their mass) <= tau (the error grows with k), found by
+// bisection on prefix sums. Marks them in buffers.leaves; `error`: the error of their mass.
+template <class InOrder>
+int leave_prefix(InOrder entry, int available, const TruncationError& error_of, double tau,
+                 TruncationWorkspace& buffers, double& error) {
+  std::vector<double>& prefix = buffers.prefix;
+  std::vector<char>& leaves = buffers.leaves;
+  prefix.resize(available + 1);
+  prefix[0] = 0.0;
+  for (int k = 0; k < available; ++k) prefix[k + 1] = prefix[k] + entry(k).mass;
+  int low = 0, high = available;  // error_of(prefix[0]) = 0 <= tau
+  while (low < high) {
+    const int middle = high - (high - low) / 2;
+    if (error_of(prefix[middle]) <= tau)
+      low = middle;
+    else
+      high = middle - 1;
+  }
+  error = error_of(prefix[low]);
+  for (int k = 0; k < low; ++k) leaves[entry(k).j] = 1;
+  return low;
+}
+
+// The leaving prefix among every candidate (the first `size`, by decreasing j): buckets of the
+// 11 leading varying bits of the masses' keys (increasing_key: the keys agree above them, so the
+// buckets follow the leaving order); the narrowed candidates are the buckets up to the first whose
+// cumulative mass passes R_cap by a margin (1e-6) far above the sums' rounding (size * 2^-53);
+// they are radix sorted.
+inline int leave_narrowed_and_sorted(int size, const TruncationError& error_of, double tau,
+                                     TruncationWorkspace& buffers, double& error) {
+  std::vector<TruncationCandidate>& candidates = buffers.candidates;
+  const double cap = error_of.cap;
+  constexpr int kBucketBits = 11, kBuckets = 1 << kBucketBits;
+  std::uint64_t varying = 0;
+  const std::uint64_t first = increasing_key(candidates[0].mass);
+  for (const TruncationCandidate& c : candidates) varying |= increasing_key(c.mass) ^ first;
+  int shift = 0;
+  while ((varying >> shift) >= static_cast<std::uint64_t>(kBuckets)) ++shift;
+  auto bucket = [&](const TruncationCandidate& c) {
+    return static_cast<int>((increasing_key(c.mass) >> shift) & (kBuckets - 1));
+  };
+  double bucket_mass[kBuckets] = {};
+  for (const TruncationCandidate& c : candidates) bucket_mass[bucket(c)] += c.mass;
+  int last = kBuckets - 1;
+  double cumulative = 0.0;
+  for (int b = 0; b < kBuckets; ++b)
+    if ((cumulative += bucket_mass[b]) > cap * (1.0 + 1e-6)) {
+      last = b;
+      break;
+    }
+  int narrowed = 0;  // in place, in the candidates' order: the sort below stays the same stable sort
+  for (int c = 0; c < size; ++c) {
+    candidates[narrowed] = candidates[c];
+    narrowed += bucket(candidates[c]) <= last;
+  }
+  std::vector<int>& order = buffers.order;
+  positions_by_key(narrowed, [&](int c) { return increasing_key(candidates[c].mass); }, order);
+  return leave_prefix([&](int k) -> const TruncationCandidate& { return candidates[order[k]]; }, narrowed, error_of,
+                      tau, buffers, error);
+}
+
+// The entries j < count that do not leave, increasing.
+inline std::vector<int> kept_entries(int count, int leaving, const std::vector<char>& leaves) {
   std::vector<int> kept(count - leaving + 1);  // one spare slot: written unconditionally, as gather
   int written = 0;
   for (int j = 0; j < count; ++j) {
@@ -313,6 +196,50 @@ std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, d
   }
   kept.resize(written);
   return kept;
+}
+
+// The truncation set T ([GR] Algorithm 1, steps 4 and 7: a minimal T) among entries j < count of
+// draft mass mass(j) >= 0: the fewest entries, by decreasing mass, whose leftover mass R (that of
+// the others) gives a truncation error block^n - (block - R)^n <= tau, block being the draft mass
+// the error refers to. That is, all entries but the most of the smallest (ties: later entries
+// leave first) whose mass sum passes. Only entries of mass at most R_cap, where the error reaches
+// tau, can leave. Two regimes: a flat top-k draft keeps ~1000 tokens with hundreds below R_cap, of
+// which a handful leave: the kFewLeave lightest are selected, and the cut found among them (when
+// they all leave, every candidate as below). Over a full vocabulary tens of thousands are
+// candidates: they are first narrowed to the lightest ones whose total mass passes R_cap (the
+// leaving entries are among them: any heavier entry follows all of them in the order, so the
+// prefix through it passes R_cap), found from mass sums per bucket of the leading key bits; those
+// are radix sorted. A peaked draft leaves most candidates, a flat one a few hundred of ~32000. The
+// cut is found by bisection over prefix sums (a few transcendental calls, not one per entry), the
+// sums of the entries in leaving order whichever path orders them: the same numbers. `buffers`:
+// this system's part of the per-thread workspace (up to a vocabulary each).
+// Returns the kept entries by increasing j; `error` is the error of their leftover.
+template <class Mass>
+std::vector<int> minimal_truncation(int count, Mass mass, double block, int n, double tau,
+                                    TruncationWorkspace& buffers, double& error) {
+  const TruncationError error_of(block, n, tau);
+  std::vector<TruncationCandidate>& candidates = buffers.candidates;
+  const int size = gather_truncation_candidates(count, mass, error_of.cap, candidates);
+  buffers.leaves.assign(count, 0);
+  error = 0.0;
+  constexpr int kFewLeave = 16, kSelectUpTo = 4096;
+  auto in_order = [&](int k) -> const TruncationCandidate& { return candidates[k]; };
+  int leaving = 0;
+  if (size > kSelectUpTo) {
+    leaving = leave_narrowed_and_sorted(size, error_of, tau, buffers, error);
+  } else if (size <= kFewLeave) {
+    std::sort(candidates.begin(), candidates.end());
+    leaving = leave_prefix(in_order, size, error_of, tau, buffers, error);
+  } else {
+    std::nth_element(candidates.begin(), candidates.begin() + (kFewLeave - 1), candidates.end());
+    std::sort(candidates.begin(), candidates.begin() + kFewLeave);
+    leaving = leave_prefix(in_order, kFewLeave, error_of, tau, buffers, error);
+    if (leaving == kFewLeave) {  // they all leave: every candidate again, in order
+      gather_truncation_candidates(count, mass, error_of.cap, candidates);
+      leaving = leave_narrowed_and_sorted(size, error_of, tau, buffers, error);
+    }
+  }
+  return kept_entries(count, leaving, buffers.leaves);
 }
 
 class GlobalResolutionPlan {
@@ -333,182 +260,30 @@ class GlobalResolutionPlan {
   GlobalResolutionPlan(const GlobalResolutionPlan&) = delete;  // the correction views own_p_
   GlobalResolutionPlan& operator=(const GlobalResolutionPlan&) = delete;
 
+
  private:
+  // [GR] Algorithm 1, every step of it that does not depend on the drafts (the header).
   void build(const ScaledRow& p, const ScaledRow& q) {
-    const int V = V_, n = n_;
-    const GlobalResolutionOptions& options = options_;
-    if (!(options.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
-    if (n > kMaxTermSize)
-      throw std::invalid_argument("'n' must be <= " + std::to_string(kMaxTermSize) + " for Global Resolution");
-    static_assert(kMaxTermSize <= Candidates::kMax, "a tuple's candidates must fit Candidates");
-    IidSplit split(p, q, V, n, !options.exact);  // the exact plan builds its own residual
+    check_options();
+    GlobalResolutionWorkspace& workspace = GlobalResolutionWorkspace::of_this_thread();
+    // Steps 1-2: H* by the ratio scan and the outer row targets p_i (Theorem 6.2).
+    IidSplit split(p, q, V_, n_, !options_.exact);  // the exact plan builds its own residual
     alpha_star_ = split.subset.alpha;
-    const double q_total = split.draft_mass, mass_H = split.draft_mass_H;
-    const double slack_threshold = options.paper_threshold ? 0.0 : 3.0;
-
-    // Outer system: T ⊆ V \ H* by decreasing q; eps_T = 1 - Q(H* ∪ T)^n. outer_rows[j] belongs
-    // to order[h + j]. The masses are read in the ratio order (IidSplit::p_order, q_order).
-    const int h = split.h;
-    const double* q_outer = split.q_order.data() + h;
-    const std::vector<int> outer_kept =
-        minimal_truncation(static_cast<int>(split.outer_rows.size()), [&](int j) { return q_outer[j]; }, q_total, n,
-                           options.tau, outer_.truncation_error);
-    const int outer_size = static_cast<int>(outer_kept.size());
-    outer_.threshold = 5.0 * options.tau - slack_threshold * outer_.truncation_error;
-    std::vector<int> outer_positions(outer_size);  // in the support
-    std::vector<double> outer_mass(outer_size), outer_targets(outer_size);
-    for (int k = 0; k < outer_size; ++k) {
-      outer_positions[k] = split.order_positions[h + outer_kept[k]];
-      outer_mass[k] = q_outer[outer_kept[k]];
-      outer_targets[k] = split.outer_rows[outer_kept[k]];
-    }
-    const SystemSolution outer = solve_system(outer_mass, {mass_H}, outer_targets, false, outer_, nullptr);
-    // Outer tokens outside T: any finite value is allowed; the smallest alpha of T (spec §2.8).
-    if (outer_size > 0) {
-      double lowest = outer.alpha[0];
-#pragma omp simd reduction(min : lowest)
-      for (int k = 0; k < outer_size; ++k) lowest = std::min(lowest, outer.alpha[k]);
-      outer_default_alpha_ = lowest;
-    }
-
-    // Inner system: tokens of H* with p = 0 are free (alpha = -inf, mass in the EGF base);
-    // T ⊆ H* \ Z by decreasing q; gamma_T = Q(H*)^n - Q(T ∪ Z)^n.
-    support_class_.resize(split.support.size());
-    std::vector<int> inner_positions(h);  // in the support
-    std::vector<double> inner_mass(h), inner_targets(h);
-    int inner_count = 0;
+    // Steps 7-8: the outer system (tuples with a token outside H*).
+    const TruncatedSystem outer_system = outer_truncation_set(split, workspace);
+    const SystemSolution outer = solve_outer_system(outer_system, split.draft_mass_H, workspace);
+    // Steps 4-5: the inner system (tuples inside H*).
     double mass_Z = 0.0;
-    {  // restricted pointers: the class is a char store, which may alias every array read here
-      const int* __restrict at_order = split.order_positions.data();
-      const double *__restrict p_at = split.p_order.data(), *__restrict q_at = split.q_order.data();
-      char* __restrict class_at = support_class_.data();
-      int* __restrict position_of = inner_positions.data();
-      double *__restrict mass_of = inner_mass.data(), *__restrict target_of = inner_targets.data();
-      for (int k = 0; k < h; ++k) {
-        const int position = at_order[k];
-        const double target = p_at[k], mass = q_at[k];
-        class_at[position] = target > 0.0 ? kInner : kZ;
-        position_of[inner_count] = position;  // written unconditionally, kept when p > 0
-        mass_of[inner_count] = mass;
-        target_of[inner_count] = target;
-        inner_count += target > 0.0;
-        mass_Z += target > 0.0 ? 0.0 : mass;
-      }
-      const int count = static_cast<int>(split.order.size());
-      for (int k = h; k < count; ++k) class_at[at_order[k]] = kOuter;
-    }
-    std::vector<int> inner_kept = minimal_truncation(
-        inner_count, [&](int j) { return inner_mass[j]; }, mass_H, n, options.tau, inner_.truncation_error);
-    if (integer_power(mass_H, n) <= options.tau) {  // reject every inner draft to the residual
-      inner_kept.clear();
-      inner_.truncation_error = integer_power(mass_H, n);
-    }
-    const int inner_size = static_cast<int>(inner_kept.size());
-    double mass_T = 0.0;
-    for (int k = 0; k < inner_size; ++k) {  // kept[k] >= k
-      inner_positions[k] = inner_positions[inner_kept[k]];
-      inner_mass[k] = inner_mass[inner_kept[k]];
-      inner_targets[k] = inner_targets[inner_kept[k]];
-      mass_T += inner_mass[k];
-    }
-    inner_positions.resize(inner_size);
-    inner_mass.resize(inner_size);
-    inner_targets.resize(inner_size);
-    inner_.threshold = 5.0 * options.tau - slack_threshold * inner_.truncation_error;
-    // Second base: the acceptance of the assembled plan counts tuples of H*^n by their T-part,
-    // whatever their other tokens are (base Q(H*) - Q(T)).
+    TruncatedSystem inner_system = classify_support(split, mass_Z);
+    inner_truncation_set(inner_system, split.draft_mass_H, workspace);
     double inner_acceptance = 0.0;
-    const SystemSolution inner = solve_system(inner_mass, {mass_Z, std::max(mass_H - mass_T, 0.0)}, inner_targets,
-                                              true, inner_, &inner_acceptance);
-
-    // The solutions by support position (a per-thread workspace), read back in the support's
-    // increasing ids: truncated_ comes out sorted, and the exact plan's law r with it, without a sort.
-    struct Solved {
-      double alpha, row;
-    };
-    struct BySupport {
-      std::vector<char> in_T;
-      std::vector<Solved> solved;
-    };
-    thread_local BySupport at;
-    const std::size_t support_size = split.support.size();
-    std::vector<char>& in_T = at.in_T;  // references: a thread_local named in a lambda is looked up at every use
-    std::vector<Solved>& solved = at.solved;
-    in_T.assign(support_size, 0);
-    solved.resize(support_size);
-    int truncated_size = 0;
-    auto place = [&](const std::vector<int>& positions, const SystemSolution& solution) {
-      // Restricted pointers: a char store may alias anything, and reloaded every vector's data
-      // pointer per entry (a V = 32000 system: about 230 -> 180 us).
-      const int size = static_cast<int>(positions.size());
-      const int* __restrict position = positions.data();
-      const double *__restrict alpha = solution.alpha.data(), *__restrict row = solution.rows.data();
-      char* __restrict flag = in_T.data();
-      Solved* __restrict at_position = solved.data();
-      if (solution.rows_known)
-        for (int k = 0; k < size; ++k) flag[position[k]] = 1, at_position[position[k]] = {alpha[k], row[k]};
-      else
-        for (int k = 0; k < size; ++k) flag[position[k]] = 1, at_position[position[k]] = {alpha[k], 0.0};
-      truncated_size += size;
-    };
-    auto read_truncated = [&] {
-      truncated_.resize(truncated_size);
-      int written = 0;
-      for (std::size_t begin = 0; begin < support_size; begin += 8) {  // 8 flags at a time: T may be sparse
-        const std::size_t end = std::min(begin + 8, support_size);
-        std::uint64_t flags = 1;  // a short last group is read flag by flag
-        if (end - begin == 8) std::memcpy(&flags, in_T.data() + begin, 8);
-        if (flags == 0) continue;
-        for (std::size_t i = begin; i < end; ++i)
-          if (in_T[i]) truncated_[written++] = {split.support[i], solved[i].alpha};
-      }
-    };
-    if (!options.exact) {
-      place(outer_positions, outer);
-      place(inner_positions, inner);
-      read_truncated();
-      rejection_law_ = std::move(split.law);
-      support_ = std::move(split.support);
-      alpha_ = std::clamp(integer_power(q_total, n) - integer_power(mass_H, n) + inner_acceptance, 0.0, 1.0);
-      return;
-    }
-    // Exact plan: T is kept only where the rows are known; the candidate law r (see the header).
-    double outer_T = 0.0, inner_T = 0.0;  // Q(T) of each kept system
-    if (outer.rows_known) {
-      place(outer_positions, outer);
-      for (double mass : outer_mass) outer_T += mass;
-    }
-    if (inner.rows_known) {
-      place(inner_positions, inner);
-      inner_T = mass_T;  // the same sum, in the same order
-    }
-    read_truncated();
-    // A system without rows has an empty T: its truncation error is that of the empty set.
-    auto untruncated = [&](SystemReport& report, double block, double base) {
-      report.truncation_size = 0;
-      report.truncation_error = std::max(integer_power(block, n) - integer_power(base, n), 0.0);
-      report.gradient_l1 = 0.0;
-    };
-    if (!outer.rows_known) untruncated(outer_, q_total, mass_H);
-    if (!inner.rows_known) untruncated(inner_, mass_H, mass_Z);
-    const double outer_rest = std::max(q_total - mass_H - outer_T, 0.0);  // Q_R
-    const double inner_rest = std::max(mass_H - mass_Z - inner_T, 0.0);   // Q_Ri
-    const double first_outer = first_draft_factor(q_total - outer_rest, q_total);
-    const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
-    support_ = std::move(split.support);
-    std::vector<double> law(support_size);  // r: the system's row on T, else the first-draft law; 0 on Z
-    const char *in_T_flags = in_T.data(), *classes = support_class_.data();
-    const Solved* solved_at = solved.data();
-    const int* token = support_.data();
-    double* r = law.data();
-#pragma omp simd
-    for (std::size_t i = 0; i < support_size; ++i) {
-      const double first_draft = q.data[token[i]] * q.scale * (classes[i] == kOuter ? first_outer : first_inner);
-      r[i] = in_T_flags[i] ? std::max(solved_at[i].row, 0.0) : classes[i] == kZ ? 0.0 : first_draft;
-    }
-    correction_ = OutputCorrection(p, V, support_, std::move(law));
-    alpha_ = correction_.kept();
-    law_error_bound_ = (outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0);
+    const SystemSolution inner =
+        solve_inner_system(inner_system, split.draft_mass_H, mass_Z, workspace, inner_acceptance);
+    // Steps 9 and 6: the slices of Eq. (18), raw or with the exact output correction.
+    if (!options_.exact)
+      assemble_raw_plan(split, outer_system, outer, inner_system, inner, inner_acceptance, workspace);
+    else
+      assemble_exact_plan(p, q, split, outer_system, outer, inner_system, inner, mass_Z, workspace);
   }
 
  public:
@@ -553,10 +328,10 @@ class GlobalResolutionPlan {
   }
 
  private:
-  // Inner warm start (spec §6.6, with a mean-field level). Token i's terms hold the tuples that
-  // contain it, of mass m_i = Q^n - (Q - q_i)^n (Q = Q(T ∪ Z)). If each of them gave i the share
-  // x_i / (1 + x_i + E_i), E_i the worth of its partners, the target would be met at
-  // x_i = o_i (1 + E_i), o_i = p(i) / (m_i - p(i)). The other n - 1 draws are worth
+  // Inner warm start (not in [GR]: docs/design/warm-starts.md), with a mean-field level. Token i's
+  // terms hold the tuples that contain it, of mass m_i = Q^n - (Q - q_i)^n (Q = Q(T ∪ Z)). If each
+  // of them gave i the share x_i / (1 + x_i + E_i), E_i the worth of its partners, the target would
+  // be met at x_i = o_i (1 + E_i), o_i = p(i) / (m_i - p(i)). The other n - 1 draws are worth
   // sum_{j != i} q_j x_j / Q each: E_i = k (s - q_i x_i) with k = (n - 1) / Q, s = sum_j q_j x_j.
   // Solving for x_i: x_i = o'_i (1 + k s), o'_i = o_i / (1 + k o_i q_i), and summing q_i x_i:
   // 1 + k s = 1 / (1 - S), S = k sum_i q_i o'_i. (E_i = 0, each token as if alone, misses flat
@@ -564,34 +339,34 @@ class GlobalResolutionPlan {
   // a dominant token's start finite.) When S >= 1 the mean field has no finite level: 1 + k s = 1,
   // and ConvexObjective::level_shift takes over. Clamped to [-30, 30]; tokens whose m_i cannot
   // cover p(i) start 5 above the others (at 30, a barely uncovered token of a flat input sent
-  // Newton's iterates on a long crawl along it before the cold restart: V = 32000, n = 2). The
-  // outer problem's shares are x_i / X_U (no slack): the target is met at x_i = o_i E_i with the
-  // same mean-field E_i for every token, which its gauge absorbs: x_i = o_i (k = 0). Measured on
-  // flat V = 32000, n = 4 rows: |g|_1 = 6e-3 to 1e-2 there against 0.3 at a = 0, two Newton
-  // iterations fewer. An inner system of kPartnerStartFrom members or more then takes rounds of
-  // PartnerMeanField (the law of the partners' worth instead of its mean; `aim`: the rejected
-  // mass to leave, ConvexObjective::level_aim), a few passes over the members against a Newton
-  // step of the solve: flat V = 32000, tau = 1e-4 starts at 100 to 230 times the stopping
-  // threshold came to 1 to 30, where one step ends the solve (kCertifyAhead in minimise_newton).
+  // Newton's iterates on a long crawl along it before the cold restart). The outer problem's
+  // shares are x_i / X_U (no slack): the target is met at x_i = o_i E_i with the same mean-field
+  // E_i for every token, which its gauge absorbs: x_i = o_i (k = 0); its starts save Newton
+  // iterations (docs/benchmarks/global-resolution-internals.md, "Warm starts"). An inner system of
+  // kPartnerStartFrom members or more then takes rounds of PartnerMeanField (the law of the
+  // partners' worth instead of its mean; `aim`: the rejected mass to leave,
+  // ConvexObjective::level_aim), a few passes over the members against a Newton step of the solve,
+  // which bring the start near the threshold, where one step ends the solve (kCertifyAhead in
+  // newton.hpp).
   // PartnerMeanField's start: from this many members (below, a grid pass costs little more than
   // its rounds), on flat drafts, where two draws coincide with probability at most kFlatCollisions
-  // (flat V = 32000: 4e-4 to 5e-3; peaked: 0.2 to 0.66, whose tuples draw a heavy member twice,
-  // which the model leaves out: their starts got worse, e.g. |g|_1 from 28 to 660 times the threshold).
+  // (peaked drafts' tuples draw a heavy member twice, which the model leaves out, and their starts
+  // got worse).
   static constexpr int kPartnerStartFrom = 2000;
   static constexpr double kFlatCollisions = 0.05;
+  // Branch-free loops over every member (full vocabularies: ~32000); the first vectorises with n a
+  // compile-time constant (n <= 4). The odds live in the per-thread workspace, whose buffers only
+  // grow. The loops that round stay here: moved into detail/gr_kernels.hpp they compiled to other
+  // vector code, which changed the last bits of the starts.
   Eigen::VectorXd warm_start(const std::vector<double>& member_mass, double base, const std::vector<double>& targets,
-                             bool slack, double aim) const {
+                             bool slack, double aim, GlobalResolutionWorkspace& workspace) const {
     const int m = static_cast<int>(member_mass.size());
     Eigen::VectorXd start(m);  // every entry written below
     double Q = base;
 #pragma omp simd reduction(+ : Q)
     for (int i = 0; i < m; ++i) Q += member_mass[i];
     const double k = slack ? (n_ - 1) / Q : 0.0;
-    // Branch-free loops over every member (full vocabularies: ~32000); the first vectorises with
-    // n a compile-time constant (n <= 4). The odds live in a per-thread workspace that only grows
-    // (no pages faulted in per plan; the outer and inner systems, ~300 and ~32000 members on a flat
-    // full vocabulary, would otherwise shrink and value-initialise it again every plan).
-    thread_local std::vector<double> odds;  // o_i; -1: not coverable
+    std::vector<double>& odds = workspace.odds;  // o_i; -1: not coverable
     if (odds.size() < static_cast<std::size_t>(m)) odds.resize(m);
     const double* __restrict mass = member_mass.data();
     const double* __restrict target = targets.data();
@@ -623,7 +398,7 @@ class GlobalResolutionPlan {
     // The logs by logs_with_range (log_positive, within a few ulps of std::log), in a loop that
     // vectorises: a std::log call per member costs several times more. Of at least 1e-300:
     // clamped to -30 anyway.
-    thread_local std::vector<double> levels;  // grows only, as odds
+    std::vector<double>& levels = workspace.levels;  // grows only, as odds
     if (levels.size() < static_cast<std::size_t>(m)) levels.resize(m);
     double* __restrict odds_level = levels.data();
 #pragma omp simd
@@ -634,19 +409,10 @@ class GlobalResolutionPlan {
     if (slack && m >= kPartnerStartFrom && collisions <= kFlatCollisions * Q * Q) {
       // Rounds (PartnerMeanField) from u = log o_i (log o'_i: within k o_i q_i of it on a flat draft):
       // n = 2 kept improving through the second, n = 3 not past the first.
-      thread_local PartnerMeanField partners;
-      partners.refine(mass, o, m, n_, base, aim, n_ == 2 ? 2 : 1, 30.0, std::log(level), a);
+      workspace.partners.refine(mass, o, m, n_, base, aim, n_ == 2 ? 2 : 1, 30.0, std::log(level), a);
     }
-    double highest = -30.0;
-#pragma omp simd reduction(max : highest)
-    for (int i = 0; i < m; ++i) {  // as maxpd / minpd compare (NaN to -30): std::max and a chained ?: stayed scalar
-      const double raised = a[i] > -30.0 ? a[i] : -30.0, clamped = raised < 30.0 ? raised : 30.0;
-      a[i] = o[i] >= 0.0 ? clamped : -30.0;  // uncovered members are set below
-      highest = highest > a[i] ? highest : a[i];
-    }
-    const double uncovered = std::min(highest + 5.0, 30.0);
-#pragma omp simd
-    for (int i = 0; i < m; ++i) a[i] = o[i] < 0.0 ? uncovered : a[i];
+    const double highest = detail::clamp_covered(o, m, a);
+    detail::set_uncovered(o, m, std::min(highest + 5.0, 30.0), a);
     return start;
   }
 
@@ -721,7 +487,7 @@ class GlobalResolutionPlan {
     return c;
   }
 
-  // Eq. (18), normalised (spec §2.10); p_draft(drafts) cancels.
+  // Eq. (18), normalised: p_draft(drafts) cancels.
   void raw_transport(const int* drafts, double* out) const {
     std::fill(out, out + V_, 0.0);
     const std::vector<int> tokens = distinct_tokens(drafts, n_);
@@ -751,7 +517,8 @@ class GlobalResolutionPlan {
     for (int i = 0; i < V_; ++i) out[i] += rejected * rejection_law_[i];
   }
 
-  // alpha of the raw plan: the outer solution on V \ H*, the inner one on H* (spec §2.8); outside
+  // alpha of the raw plan: the outer solution on V \ H*, the inner one on H* (Eqs. 14 and 17 leave
+  // the values outside T free); outside
   // the truncation sets, outer_default_alpha_ on V \ H* and -inf on H* (Z and H* \ T get no mass).
   double raw_alpha(int t) const {
     if (const TruncatedToken* x = find_truncated(t)) return x->alpha;
@@ -760,16 +527,17 @@ class GlobalResolutionPlan {
 
   // Builds the grouped terms of one system over the tokens of draft masses `member_mass` and
   // minimises it. bases[0] weights the objective; an optional bases[1] accumulates
-  // sum_U weight1_U * s_U / (1 + s_U) (inner acceptance) at the solution.
+  // sum_U weight1_U * s_U / (1 + s_U) (inner acceptance) at the solution. The terms live in the
+  // per-thread workspace (one per system): one plan per token, same sizes every time, so reusing
+  // the storage avoids allocating (and faulting in) tens of MB per call.
   SystemSolution solve_system(const std::vector<double>& member_mass, const std::vector<double>& bases,
                               const std::vector<double>& targets, bool slack, SystemReport& report,
-                              double* acceptance) const {
+                              double* acceptance, GlobalResolutionWorkspace& workspace) const {
     const int m = static_cast<int>(member_mass.size());
     report.truncation_size = m;
-    // The terms live in a per-thread workspace: one plan per token, same sizes every time, so
-    // reusing the storage avoids allocating (and faulting in) tens of MB per call.
-    ConvexWorkspace& workspace = convex_workspace(slack ? 1 : 0);
-    ConvexObjective& objective = workspace.objective;
+    ConvexWorkspace& system =
+        workspace.systems[slack ? GlobalResolutionWorkspace::kInner : GlobalResolutionWorkspace::kOuter];
+    ConvexObjective& objective = system.objective;
     objective.slack = slack;
     objective.unshifted_limit = options_.unshifted_limit;
     objective.interpolation = options_.interpolation;
@@ -784,28 +552,49 @@ class GlobalResolutionPlan {
       return {std::vector<double>(m, 0.0), {}, false};
     }
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
-    // The inner warm start stays where the pair interpolation reaches: from a flat input's start,
-    // one a can crawl towards 600 by 30 per step at every pass dearer (measured: 13 s at
-    // V = 128000, n = 2); the cold restart below then finds the solution in a few steps.
+    const NewtonReport solved = minimise_from_warm_start(member_mass, bases[0], targets, slack, report, workspace);
+    if (acceptance) *acceptance = solved.accepted;
+    return system_solution(solved, targets, report);
+  }
+
+  // Newton from the warm start, and for the inner system, should it stall (a warm start deep in a
+  // flat region), again from 0. The inner warm start stays where the pair interpolation reaches:
+  // from a flat input's start, one a can crawl towards 600 by 30 per step at every pass dearer
+  // (docs/benchmarks/global-resolution-internals.md, "Inner reach"); the cold restart then finds
+  // the solution in a few steps.
+  NewtonReport minimise_from_warm_start(const std::vector<double>& member_mass, double base,
+                                        const std::vector<double>& targets, bool slack, SystemReport& report,
+                                        GlobalResolutionWorkspace& workspace) const {
+    const int m = static_cast<int>(member_mass.size());
+    ConvexWorkspace& system =
+        workspace.systems[slack ? GlobalResolutionWorkspace::kInner : GlobalResolutionWorkspace::kOuter];
+    ConvexObjective& objective = system.objective;
     NewtonReport solved = minimise_newton(objective,
-                                          warm_start(member_mass, bases[0], targets, slack,
-                                                     slack ? objective.level_aim(report.threshold) : 0.0),
+                                          warm_start(member_mass, base, targets, slack,
+                                                     slack ? objective.level_aim(report.threshold) : 0.0, workspace),
                                           report.threshold,
-                                          options_.max_iterations, !slack, workspace,
+                                          options_.max_iterations, !slack, system,
                                           slack ? kFourReciprocalsLimit : kUnshiftedLimit);
     int iterations = solved.iterations;
     if (!solved.converged && !solved.over_budget && slack) {  // a warm start deep in a flat region can stall: restart at 0
       NewtonReport cold = minimise_newton(objective, Eigen::VectorXd::Zero(m), report.threshold,
-                                          options_.max_iterations, !slack, workspace);
+                                          options_.max_iterations, !slack, system);
       iterations += cold.iterations;
       if (cold.converged || cold.gradient_l1 < solved.gradient_l1) solved = std::move(cold);
     }
-    report.gradient_l1 = solved.gradient_l1;
     report.iterations = iterations;
+    return solved;
+  }
+
+  // The solution's alpha and, when its gradient is known, its allocated rows (target + gradient);
+  // the rest of the system's report.
+  static SystemSolution system_solution(const NewtonReport& solved, const std::vector<double>& targets,
+                                        SystemReport& report) {
+    const int m = static_cast<int>(targets.size());
+    report.gradient_l1 = solved.gradient_l1;
     report.converged = solved.converged;
     report.within_budget = !solved.over_budget;
     report.interpolated = solved.interpolated;
-    if (acceptance) *acceptance = solved.accepted;
     SystemSolution out{std::vector<double>(solved.solution.data(), solved.solution.data() + m), {}, false};
     report.rows_known = out.rows_known = solved.gradient.size() == m;
     if (out.rows_known) {
@@ -814,6 +603,239 @@ class GlobalResolutionPlan {
       report.row_error = solved.gradient_error;
     }
     return out;
+  }
+
+  // ---- The steps of build ([GR] Algorithm 1) ----
+
+  void check_options() const {
+    if (!(options_.tau > 0.0)) throw std::invalid_argument("'tau' must be positive");
+    if (n_ > kMaxTermSize)
+      throw std::invalid_argument("'n' must be <= " + std::to_string(kMaxTermSize) + " for Global Resolution");
+    static_assert(kMaxTermSize <= Candidates::kMax, "a tuple's candidates must fit Candidates");
+  }
+
+  // The stopping threshold of a system with truncation error eps_T (or gamma_T): 5 tau - 3 eps_T,
+  // or Algorithm 1's 5 tau with paper_threshold (the header).
+  double stopping_threshold(double truncation_error) const {
+    const double slack_threshold = options_.paper_threshold ? 0.0 : 3.0;
+    return 5.0 * options_.tau - slack_threshold * truncation_error;
+  }
+
+  // A truncation set T with its members' support positions, draft masses q and row targets.
+  struct TruncatedSystem {
+    std::vector<int> positions;  // in the support
+    std::vector<double> mass, targets;
+    double mass_T = 0.0;  // Q(T), summed in T's order (inner system)
+  };
+
+  // Step 7: T ⊆ V \ H* by decreasing q, minimal with eps_T = 1 - Q(H* ∪ T)^n <= tau (Eq. 13).
+  // outer_rows[j] belongs to order[h + j]; the masses are read in the ratio order (IidSplit::q_order).
+  TruncatedSystem outer_truncation_set(const IidSplit& split, GlobalResolutionWorkspace& workspace) {
+    const int h = split.h;
+    const double* q_outer = split.q_order.data() + h;
+    const std::vector<int> kept =
+        minimal_truncation(static_cast<int>(split.outer_rows.size()), [&](int j) { return q_outer[j]; },
+                           split.draft_mass, n_, options_.tau,
+                           workspace.truncation[GlobalResolutionWorkspace::kOuter], outer_.truncation_error);
+    const int size = static_cast<int>(kept.size());
+    outer_.threshold = stopping_threshold(outer_.truncation_error);
+    TruncatedSystem outer{std::vector<int>(size), std::vector<double>(size), std::vector<double>(size)};
+    for (int k = 0; k < size; ++k) {
+      outer.positions[k] = split.order_positions[h + kept[k]];
+      outer.mass[k] = q_outer[kept[k]];
+      outer.targets[k] = split.outer_rows[kept[k]];
+    }
+    return outer;
+  }
+
+  // Step 8: Phi_T minimised (Theorem 6.4; EGF base Q(H*)). The outer tokens outside T may take any
+  // finite alpha (Eq. (14) solves the outer system for any values): the smallest alpha of T.
+  SystemSolution solve_outer_system(const TruncatedSystem& outer, double mass_H, GlobalResolutionWorkspace& workspace) {
+    SystemSolution solution = solve_system(outer.mass, {mass_H}, outer.targets, false, outer_, nullptr, workspace);
+    const int size = static_cast<int>(outer.mass.size());
+    if (size > 0) outer_default_alpha_ = detail::smallest(solution.alpha.data(), size);
+    return solution;
+  }
+
+  // The support's token classes (support_class_), and the inner system's candidates: the tokens
+  // of H* with p > 0, in the ratio order. Tokens of H* with p = 0 (Z) are free (alpha = -inf,
+  // their mass, returned in mass_Z, in the EGF base). One pass through restricted pointers: the
+  // class is a char store, which may alias every array read here.
+  TruncatedSystem classify_support(const IidSplit& split, double& mass_Z) {
+    const int h = split.h;
+    support_class_.resize(split.support.size());
+    TruncatedSystem inner{std::vector<int>(h), std::vector<double>(h), std::vector<double>(h)};
+    int inner_count = 0;
+    double free_mass = 0.0;
+    const int* __restrict at_order = split.order_positions.data();
+    const double *__restrict p_at = split.p_order.data(), *__restrict q_at = split.q_order.data();
+    char* __restrict class_at = support_class_.data();
+    int* __restrict position_of = inner.positions.data();
+    double *__restrict mass_of = inner.mass.data(), *__restrict target_of = inner.targets.data();
+    for (int k = 0; k < h; ++k) {
+      const int position = at_order[k];
+      const double target = p_at[k], mass = q_at[k];
+      class_at[position] = target > 0.0 ? kInner : kZ;
+      position_of[inner_count] = position;  // written unconditionally, kept when p > 0
+      mass_of[inner_count] = mass;
+      target_of[inner_count] = target;
+      inner_count += target > 0.0;
+      free_mass += target > 0.0 ? 0.0 : mass;
+    }
+    mass_Z = free_mass;
+    const int count = static_cast<int>(split.order.size());
+    for (int k = h; k < count; ++k) class_at[at_order[k]] = kOuter;
+    inner.positions.resize(inner_count);  // shrinks: nothing moves
+    return inner;
+  }
+
+  // Step 4: T ⊆ H* \ Z by decreasing q, minimal with gamma_T = Q(H*)^n - Q(T ∪ Z)^n <= tau
+  // (Eq. 16); empty when Q(H*)^n <= tau (every inner draft rejected to the residual). Compacts the
+  // candidates to T in place (kept[k] >= k) and sums Q(T).
+  void inner_truncation_set(TruncatedSystem& inner, double mass_H, GlobalResolutionWorkspace& workspace) {
+    const int candidates = static_cast<int>(inner.positions.size());
+    const double* mass = inner.mass.data();
+    std::vector<int> kept =
+        minimal_truncation(candidates, [&](int j) { return mass[j]; }, mass_H, n_, options_.tau,
+                           workspace.truncation[GlobalResolutionWorkspace::kInner], inner_.truncation_error);
+    if (integer_power(mass_H, n_) <= options_.tau) {  // reject every inner draft to the residual
+      kept.clear();
+      inner_.truncation_error = integer_power(mass_H, n_);
+    }
+    const int size = static_cast<int>(kept.size());
+    double mass_T = 0.0;
+    for (int k = 0; k < size; ++k) {  // kept[k] >= k
+      inner.positions[k] = inner.positions[kept[k]];
+      inner.mass[k] = inner.mass[kept[k]];
+      inner.targets[k] = inner.targets[kept[k]];
+      mass_T += inner.mass[k];
+    }
+    inner.positions.resize(size);
+    inner.mass.resize(size);
+    inner.targets.resize(size);
+    inner.mass_T = mass_T;
+    inner_.threshold = stopping_threshold(inner_.truncation_error);
+  }
+
+  // Step 5: Theta_T minimised (Theorem 6.5; EGF base Q(Z)). A second base counts the acceptance of
+  // the assembled plan: tuples of H*^n by their T-part, whatever their other tokens are
+  // (base Q(H*) - Q(T)).
+  SystemSolution solve_inner_system(const TruncatedSystem& inner, double mass_H, double mass_Z,
+                                    GlobalResolutionWorkspace& workspace, double& inner_acceptance) {
+    return solve_system(inner.mass, {mass_Z, std::max(mass_H - inner.mass_T, 0.0)}, inner.targets, true, inner_,
+                        &inner_acceptance, workspace);
+  }
+
+  // The solutions by support position (workspace.in_T, workspace.solved), read back in the
+  // support's increasing ids: truncated_ comes out sorted, and the exact plan's law r with it,
+  // without a sort.
+  static void clear_by_support(std::size_t support_size, GlobalResolutionWorkspace& workspace) {
+    workspace.in_T.assign(support_size, 0);
+    workspace.solved.resize(support_size);
+  }
+
+  // Restricted pointers: a char store may alias anything, and reloaded every vector's data
+  // pointer per entry (docs/benchmarks/global-resolution-internals.md, "Placing solutions").
+  static void place_solution(const TruncatedSystem& system, const SystemSolution& solution,
+                             GlobalResolutionWorkspace& workspace, int& truncated_size) {
+    const int size = static_cast<int>(system.positions.size());
+    const int* __restrict position = system.positions.data();
+    const double *__restrict alpha = solution.alpha.data(), *__restrict row = solution.rows.data();
+    char* __restrict flag = workspace.in_T.data();
+    SolvedToken* __restrict at_position = workspace.solved.data();
+    if (solution.rows_known)
+      for (int k = 0; k < size; ++k) flag[position[k]] = 1, at_position[position[k]] = {alpha[k], row[k]};
+    else
+      for (int k = 0; k < size; ++k) flag[position[k]] = 1, at_position[position[k]] = {alpha[k], 0.0};
+    truncated_size += size;
+  }
+
+  void read_truncated(const std::vector<int>& support, const GlobalResolutionWorkspace& workspace,
+                      int truncated_size) {
+    const std::vector<char>& in_T = workspace.in_T;
+    const std::vector<SolvedToken>& solved = workspace.solved;
+    const std::size_t support_size = support.size();
+    truncated_.resize(truncated_size);
+    int written = 0;
+    for (std::size_t begin = 0; begin < support_size; begin += 8) {  // 8 flags at a time: T may be sparse
+      const std::size_t end = std::min(begin + 8, support_size);
+      std::uint64_t flags = 1;  // a short last group is read flag by flag
+      if (end - begin == 8) std::memcpy(&flags, in_T.data() + begin, 8);
+      if (flags == 0) continue;
+      for (std::size_t i = begin; i < end; ++i)
+        if (in_T[i]) truncated_[written++] = {support[i], solved[i].alpha};
+    }
+  }
+
+  // Steps 9 and 6 for the raw plan: both solutions, and the Eq. (18) rejection law (IidSplit's).
+  void assemble_raw_plan(IidSplit& split, const TruncatedSystem& outer_system, const SystemSolution& outer,
+                         const TruncatedSystem& inner_system, const SystemSolution& inner, double inner_acceptance,
+                         GlobalResolutionWorkspace& workspace) {
+    clear_by_support(split.support.size(), workspace);
+    int truncated_size = 0;
+    place_solution(outer_system, outer, workspace, truncated_size);
+    place_solution(inner_system, inner, workspace, truncated_size);
+    read_truncated(split.support, workspace, truncated_size);
+    rejection_law_ = std::move(split.law);
+    support_ = std::move(split.support);
+    alpha_ = std::clamp(integer_power(split.draft_mass, n_) - integer_power(split.draft_mass_H, n_) + inner_acceptance,
+                        0.0, 1.0);
+  }
+
+  // Steps 9 and 6 for the exact plan: T is kept only where the rows are known; the candidate law r
+  // (the header) and the output correction built on it.
+  void assemble_exact_plan(const ScaledRow& p, const ScaledRow& q, IidSplit& split, const TruncatedSystem& outer_system,
+                           const SystemSolution& outer, const TruncatedSystem& inner_system,
+                           const SystemSolution& inner, double mass_Z, GlobalResolutionWorkspace& workspace) {
+    const double q_total = split.draft_mass, mass_H = split.draft_mass_H;
+    const std::size_t support_size = split.support.size();
+    clear_by_support(support_size, workspace);
+    int truncated_size = 0;
+    double outer_T = 0.0, inner_T = 0.0;  // Q(T) of each kept system
+    if (outer.rows_known) {
+      place_solution(outer_system, outer, workspace, truncated_size);
+      for (double mass : outer_system.mass) outer_T += mass;
+    }
+    if (inner.rows_known) {
+      place_solution(inner_system, inner, workspace, truncated_size);
+      inner_T = inner_system.mass_T;  // the same sum, in the same order
+    }
+    read_truncated(split.support, workspace, truncated_size);
+    // A system without rows has an empty T: its truncation error is that of the empty set.
+    if (!outer.rows_known) untruncated(outer_, q_total, mass_H);
+    if (!inner.rows_known) untruncated(inner_, mass_H, mass_Z);
+    const double outer_rest = std::max(q_total - mass_H - outer_T, 0.0);  // Q_R
+    const double inner_rest = std::max(mass_H - mass_Z - inner_T, 0.0);   // Q_Ri
+    const double first_outer = first_draft_factor(q_total - outer_rest, q_total);
+    const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
+    support_ = std::move(split.support);
+    correction_ = OutputCorrection(p, V_, support_, candidate_law(q, first_outer, first_inner, workspace));
+    alpha_ = correction_.kept();
+    law_error_bound_ = (outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0);
+  }
+
+  void untruncated(SystemReport& report, double block, double base) const {
+    report.truncation_size = 0;
+    report.truncation_error = std::max(integer_power(block, n_) - integer_power(base, n_), 0.0);
+    report.gradient_l1 = 0.0;
+  }
+
+  // The exact plan's candidate law r on the support: the system's row on T, else the first-draft
+  // law (first_draft_factor times q); 0 on Z.
+  std::vector<double> candidate_law(const ScaledRow& q, double first_outer, double first_inner,
+                                    const GlobalResolutionWorkspace& workspace) const {
+    const std::size_t support_size = support_.size();
+    std::vector<double> law(support_size);
+    const char *in_T_flags = workspace.in_T.data(), *classes = support_class_.data();
+    const SolvedToken* solved_at = workspace.solved.data();
+    const int* token = support_.data();
+    double* r = law.data();
+#pragma omp simd
+    for (std::size_t i = 0; i < support_size; ++i) {
+      const double first_draft = q.data[token[i]] * q.scale * (classes[i] == kOuter ? first_outer : first_inner);
+      r[i] = in_T_flags[i] ? std::max(solved_at[i].row, 0.0) : classes[i] == kZ ? 0.0 : first_draft;
+    }
+    return law;
   }
 
   int V_, n_;

@@ -1,23 +1,32 @@
-// Grouped LogSumExp objectives of Global Resolution and their damped Newton minimiser
-// ([GR] Theorems 6.4 and 6.5, Eqs. 12 and 15, in the grouped form of Appendix K):
+// The grouped LogSumExp objectives of Global Resolution ([GR] Theorems 6.4 and 6.5, Eqs. 12 and
+// 15, grouped by the sets of their tokens as in Appendix K, Eqs. 117 to 121):
 //   outer  Phi_T(a)   = sum_U w_U log(sum_{u in U} e^{a_u})      - sum_i t_i a_i
 //   inner  Theta_T(a) = sum_U c_U log(1 + sum_{u in U} e^{a_u})  - sum_i t_i a_i
-// Gradient: (mass allocated to i) - t_i; Hessian: softmax Jacobians scattered into |U| x |U|
-// blocks (spec §2.6). Every log-sum-exp is shifted by its maximum (including the slack's 0).
+// Gradient: (mass allocated to i) - t_i (the rows of Eqs. 14 and 17 minus their targets);
+// Hessian: softmax Jacobians scattered into |U| x |U| blocks (derived from Eqs. 12 and 15; not
+// written in [GR]). Every log-sum-exp is shifted by its maximum (including the slack's 0).
+// The weights w_U, c_U are Eqs. 118 and 120 in exponential-generating-function form (no
+// cancellation): n! [x^n] e^{b x} prod_{u in U} (e^{q_u x} - 1), b = Q(H*) (outer) or the mass of
+// the inner tokens with p = 0 (inner). The terms are summed as docs/design/summation.md writes.
+// Minimised by newton.hpp.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Dense>
 
 #include "multidraft/core/draft_scheme.hpp"  // count_small_subsets, exponential_base
+#include "multidraft/detail/gr_kernels.hpp"
 #include "multidraft/global_resolution/sums/full_subsets.hpp"
 #include "multidraft/global_resolution/sums/laplace_interpolation.hpp"
 #include "multidraft/global_resolution/sums/laplace_sums.hpp"
 #include "multidraft/global_resolution/sums/pair_sums.hpp"
+#include "multidraft/otlp/subset_selection.hpp"  // integer_power
 
 namespace multidraft {
 
@@ -74,12 +83,13 @@ struct Curvature {
 // own maximum, and implicit ones are first stored explicitly.
 constexpr double kUnshiftedLimit = 600.0;
 // The outer problem's unshifted passes take 1 / X_U^2 for X_U >= e^{-spread of a}: in range up
-// to a spread of about 354 (measured: a peaked V = 32000, n = 2 solve reached a spread of 429,
-// and the pass's Hessian diagonal became NaN).
+// to a spread of about 354, and solves do reach beyond it (docs/benchmarks/global-resolution-internals.md,
+// "Outer spread limit").
 constexpr double kOuterSpreadLimit = 300.0;
 // n = 2 takes Laplace sums on the grid (LaplaceInterpolation) rather than pair interpolation
-// (PairSums) from this many variables, where the grid pays: measured at full vocabulary (flat
-// V = 32000: 14 -> 5.6 ms per token); below, pair interpolation keeps the truncated plans' times.
+// (PairSums) from this many variables, where the grid pays (full vocabularies:
+// docs/benchmarks/global-resolution-internals.md, "Pair grid"); below, pair interpolation keeps the
+// truncated plans' times.
 constexpr int kPairGridFrom = 2000;
 
 // When Laplace sums interpolate their variables on a grid (LaplaceInterpolation): where that pays
@@ -100,7 +110,7 @@ struct ConvexObjective {
   // to be summed (PairSums, LaplaceSums); a point where they cannot be is refused.
   double enumeration_budget = std::numeric_limits<double>::infinity();
 
-  // What the stored terms are built from (build_grouped_terms in global_resolution.hpp): the EGF
+  // What the stored terms are built from (build_grouped_terms, below): the EGF
   // bases (bases[0] weights the objective, the others extra_weight) and the variables' masses
   // (full.mass). When LaplaceSums can sum every term, the sizes 2..n-1 are stored only once a
   // pass enumerates them.
@@ -198,9 +208,8 @@ struct ConvexObjective {
   // With delta <= 0 (the targets take every term's whole weight, as on full vocabularies, where
   // gamma_T is tiny) the minimiser lies at infinity and Theta_T decreases all along 1; the
   // gradient norm only needs R below the threshold, and once the tokens outweigh the slack in
-  // every term R(a + s 1) is about R e^{-s}: the jump aims at R = threshold / 4 (measured: flat
-  // V = 32000, n = 3, and peaked tau = 1e-4 inner problems crawled 6 to 9 Newton iterations, the
-  // gradient falling by e per iteration, all of it in the level).
+  // every term R(a + s 1) is about R e^{-s}: the jump aims at R = threshold / 4 (without it Newton
+  // crawls along the level: docs/benchmarks/global-resolution-internals.md, "Level shift").
   // Returns 0 (no jump) unless the level dominates the gradient (-sum g >= ||g||_1 / 2: otherwise
   // the shape is what is wrong, and a jump only costs a pass) and R > 2 delta > 0, or delta <= 0
   // and R > threshold / 2; capped at kLevelShiftCap.
@@ -229,13 +238,8 @@ struct ConvexObjective {
     PassBounds out;
     const int m = static_cast<int>(a.size());
     if (m == 0) return out;
-    const double* __restrict values = a.data();
-    double low = values[0], high = values[0];
-#pragma omp simd reduction(min : low) reduction(max : high)
-    for (int i = 0; i < m; ++i) {  // by value: std::min and max return references, which GCC leaves scalar
-      low = values[i] < low ? values[i] : low;
-      high = values[i] > high ? values[i] : high;
-    }
+    double low, high;
+    detail::value_range(a.data(), m, low, high);
     out.offset = slack ? 0.0 : high;
     out.largest = std::max(std::abs(low - out.offset), std::abs(high - out.offset));
     out.power_low = std::exp(low - out.offset);
@@ -254,6 +258,20 @@ struct ConvexObjective {
   bool evaluate(const Eigen::VectorXd& a, Eigen::VectorXd& gradient, Curvature& curvature, bool coarse = false,
                 LaplaceInterpolation::Level* level = nullptr) {
     if (level) level->shift = 0.0;
+    bool unshifted;
+    double offset;
+    if (!prepare_pass(a, gradient, curvature, coarse, unshifted, offset)) return false;
+    add_explicit_terms(a, unshifted, gradient, curvature);
+    if (full.empty()) return true;
+    add_implicit_terms(a, offset, gradient, curvature, coarse, level);
+    return true;
+  }
+
+  // A pass's set-up at a: the powers e^{a - offset} when unshifted (|a - offset| <= unshifted_limit),
+  // the summation, the stored terms it needs, and zeroed sums. Returns false (the budget refuses
+  // the point) as evaluate.
+  bool prepare_pass(const Eigen::VectorXd& a, Eigen::VectorXd& gradient, Curvature& curvature, bool coarse,
+                    bool& unshifted_out, double& offset_out) {
     const int m = terms.variables;
     const PassBounds bounds = pass_bounds(a);
     const double offset = bounds.offset, largest = bounds.largest;
@@ -290,6 +308,14 @@ struct ConvexObjective {
     curvature.share.resize(terms.members.size());
     curvature.accepted = 0.0;
     curvature.gradient_error = 0.0;
+    unshifted_out = unshifted;
+    offset_out = offset;
+    return true;
+  }
+
+  // The stored terms' softmax shares at a, added to the gradient, the Hessian diagonal (and the
+  // dense Hessian) and the accepted mass; each term shifted by its maximum unless unshifted.
+  void add_explicit_terms(const Eigen::VectorXd& a, bool unshifted, Eigen::VectorXd& gradient, Curvature& curvature) {
     const Eigen::VectorXd& power = curvature.power;
     // LaplaceSums takes every term, the stored ones too.
     curvature.explicit_terms = curvature.laplace ? 0 : terms.size();
@@ -322,7 +348,15 @@ struct ConvexObjective {
         for (std::int64_t l = begin; l < end; ++l) curvature.hessian(u, terms.members[l]) -= w * su * local[l - begin];
       }
     }
-    if (full.empty()) return true;
+  }
+
+  // The implicit n-subsets' terms (full_subsets.hpp), summed as the pass chose: on the grid
+  // (LaplaceInterpolation, which also moves the point to its level), by LaplaceSums, by pair
+  // interpolation (PairSums), or enumerated.
+  void add_implicit_terms(const Eigen::VectorXd& a, double offset, Eigen::VectorXd& gradient, Curvature& curvature,
+                          bool coarse, LaplaceInterpolation::Level* level) {
+    const int m = terms.variables;
+    const Eigen::VectorXd& power = curvature.power;
     const double constant = slack ? 1.0 : 0.0;
     if (curvature.on_grid) {
       curvature.accepted += curvature.grid_subsets.evaluate(power, a, offset, full.mass, full.size, bases, constant,
@@ -330,20 +364,20 @@ struct ConvexObjective {
                                                             slack ? level : nullptr);
       curvature.gradient_error = curvature.grid_subsets.gradient_error();
       if (level && level->shift != 0.0) curvature.power *= std::exp(level->shift);  // as the grid scaled its copy
-      return true;
+      return;
     }
     if (curvature.laplace) {
       curvature.accepted += curvature.subsets.evaluate(power, full.mass, full.size, bases, constant, gradient,
                                                        curvature.diagonal, coarse);
       curvature.gradient_error = curvature.subsets.gradient_error();
-      return true;
+      return;
     }
     if (curvature.interpolated) {
       curvature.sorted.place(power, constant);
       curvature.accepted +=
           curvature.pairs.evaluate(curvature.sorted, full.mass, constant, gradient, curvature.diagonal);
       curvature.gradient_error = curvature.pairs.gradient_error();
-      return true;
+      return;
     }
     FullSubsetGradient pass{power.data(), full.mass.data(), slack ? 1.0 : 0.0, gradient.data(),
                             curvature.diagonal.data(), curvature.dense ? curvature.hessian.data() : nullptr, m};
@@ -358,7 +392,6 @@ struct ConvexObjective {
       curvature.hessian.triangularView<Eigen::StrictlyUpper>() = curvature.hessian.transpose();
       curvature.hessian.diagonal() = curvature.diagonal;  // w s (1 - s) summed over every term
     }
-    return true;
   }
 
   // How a pass sums the terms at x = e^a (|a| <= unshifted_limit): n = 2's implicit pairs by
@@ -384,7 +417,8 @@ struct ConvexObjective {
     return Summation::kEnumerated;
   }
 
-  // Hessian-vector product from stored shares: each term adds w (s ∘ v - s (s · v)) (spec §2.6).
+  // Hessian-vector product from stored shares: each term adds w (s ∘ v - s (s · v)) (the softmax
+  // Jacobian of the term's log-sum-exp, as in the header).
   // `scratch`: working rows of the Laplace-transform products (LaplaceSums::hessian_times).
   void hessian_times(const Curvature& curvature, const Eigen::VectorXd& v, Eigen::VectorXd& out,
                      std::vector<double>& scratch) const {
@@ -429,326 +463,108 @@ struct ConvexObjective {
   }
 };
 
-// Storage reused from one solve to the next on the same thread (see convex_workspace).
-struct ConvexWorkspace {
-  ConvexObjective objective;
-  Curvature curvature, trial_curvature;
-  std::vector<double> product_scratch;  // ConvexObjective::hessian_times' working rows
-};
-
-// One per system (0, 1: a plan's outer and inner systems), since their sizes differ a hundredfold
-// (flat V = 32000: ~300 and ~32000 variables): each keeps its buffers at its own size from plan to
-// plan, where one shared workspace shrank and regrew (value-initialised) tens of 256 KB buffers
-// per plan (measured: 0.3 ms of a 6 ms flat n = 2 verify in memset).
-inline ConvexWorkspace& convex_workspace(int system) {
-  thread_local ConvexWorkspace workspaces[2];
-  return workspaces[system];
-}
-
-struct NewtonReport {
-  Eigen::VectorXd solution;
-  double gradient_l1 = 0.0;  // L1 norm of the true gradient at `solution`
-  // The gradient at `solution`, (mass allocated to i) - t_i, empty when no point was evaluated;
-  // gradient_error bounds its L1 error (interpolated sums; 0 when enumerated).
-  Eigen::VectorXd gradient;
-  double gradient_error = 0.0;
-  double accepted = 0.0;     // Curvature::accepted at `solution`
-  bool interpolated = false;  // Curvature::interpolated at `solution`
-  int iterations = 0;
-  bool converged = false;
-  bool over_budget = false;  // stopped at a point whose terms could not be interpolated (evaluate)
-};
-
-// Problems with more variables than this use matrix-free conjugate gradients for the Newton
-// system instead of a dense Cholesky factorisation (O(m^3), tens of ms at m = 1000; spec §6.2).
-constexpr int kDenseNewtonLimit = 250;
-// Below that limit, the dense Hessian and its factorisation (m^3 / 3 flops) are used only when a
-// pass over the terms costs about as much (m^3 <= this ratio times the term count): n >= 3, where
-// the terms grow like m^n / n!, or tiny m. For n = 2 (about m^2 / 2 terms) two or three
-// Hessian-vector passes per iteration are cheaper from m ~ 20 (measured: (100, 2) 0.2 -> 0.06 ms).
-constexpr double kDenseWorkRatio = 20.0;
-
-// Terms summed without enumeration (judged at the start point a) give cheap Hessian-vector
-// products but no cheap dense Hessian: conjugate gradients then.
-inline bool use_dense_newton(const ConvexObjective& objective, const Eigen::VectorXd& start) {
-  const int m = objective.terms.variables;
-  const ConvexObjective::PassBounds bounds = objective.pass_bounds(start);
-  if (m > 0 && bounds.largest <= objective.unshifted_limit &&
-      objective.summation(bounds.power_low, bounds.power_high) != ConvexObjective::Summation::kEnumerated)
-    return false;
-  const double size = m;
-  return m <= kDenseNewtonLimit && size * size * size <= kDenseWorkRatio * objective.term_count();
-}
-
-// Solves (H + lambda I) d = -g approximately by Jacobi-preconditioned conjugate gradients,
-// to the inexact-Newton forcing tolerance eta ||g||. `gauge`: work in the zero-mean subspace.
-// Each iteration makes two fused passes over its vectors besides the product H p (the first adds
-// lambda p to it and takes p.Hp, the second updates the step, the residual and the next
-// direction's sums; the preconditioned residual z is never stored): with m = 32000 the vectors spill out of
-// L2, and one Eigen expression per update (nine passes) cost twice the Hessian products
-// (measured: flat V = 32000, n = 2, 1.8 ms of a 9 ms verify). The projections onto the zero-mean
-// subspace enter through the sums: (x - mean x).y = x.y - mean x sum y.
-inline Eigen::VectorXd newton_direction_cg(const ConvexObjective& objective, const Curvature& curvature,
-                                           const Eigen::VectorXd& g, double lambda, bool gauge,
-                                           std::vector<double>& scratch) {
-  const int m = objective.terms.variables;
-  auto project = [&](Eigen::VectorXd& x) {
-    if (gauge) x.array() -= x.mean();
-  };
-  const Eigen::VectorXd preconditioner = (curvature.diagonal.array() + lambda).inverse().matrix();
-  Eigen::VectorXd d = Eigen::VectorXd::Zero(m), r = -g, direction(m), Hd(m);
-  project(r);
-  double residual = r.norm();
-  const double tolerance = std::min(0.1, std::sqrt(residual)) * residual;
-  direction = preconditioner.cwiseProduct(r);
-  project(direction);
-  double rz = r.dot(direction);
-  const double* __restrict pre = preconditioner.data();
-  double *__restrict dv = d.data(), *__restrict rv = r.data(), *__restrict pv = direction.data(), *__restrict hv = Hd.data();
-  const double inverse_m = 1.0 / m;
-  for (int iteration = 0; iteration < 100 && residual > tolerance; ++iteration) {
-    objective.hessian_times(curvature, direction, Hd, scratch);
-    double curvature_along = 0.0, product_sum = 0.0, direction_sum = 0.0;
-#pragma omp simd reduction(+ : curvature_along, product_sum, direction_sum)
-    for (int i = 0; i < m; ++i) {
-      hv[i] += lambda * pv[i];
-      curvature_along += pv[i] * hv[i];
-      product_sum += hv[i];
-      direction_sum += pv[i];
-    }
-    const double product_mean = gauge ? product_sum * inverse_m : 0.0;  // project(Hd)
-    curvature_along -= product_mean * direction_sum;
-    if (!(curvature_along > 0.0)) break;
-    const double step = rz / curvature_along;
-    double rz_plain = 0.0, residual_sum = 0.0, z_sum = 0.0, squares = 0.0;
-#pragma omp simd reduction(+ : rz_plain, residual_sum, z_sum, squares)
-    for (int i = 0; i < m; ++i) {
-      dv[i] += step * pv[i];
-      rv[i] -= step * (hv[i] - product_mean);
-      const double z = pre[i] * rv[i];
-      rz_plain += rv[i] * z;
-      residual_sum += rv[i];
-      z_sum += z;
-      squares += rv[i] * rv[i];
-    }
-    const double z_mean = gauge ? z_sum * inverse_m : 0.0;  // project(z)
-    const double rz_next = rz_plain - z_mean * residual_sum, beta = rz_next / rz;
-    residual = std::sqrt(squares);
+// The single terms {u} (n >= 2) in closed form: n! [x^n] e^{b x} (e^{q_u x} - 1)
+// = sum_{j<n} n! (b^j / j!) (q_u^{n-j} / (n-j)!), the sum ConvexObjective::append_stored_terms'
+// subset search forms (a positive sum, no cancellation), without the search's per-subset set-up:
+// flat drafts keep ~1000 singles per plan, a full vocabulary ~32000. A single is stored when a
+// base gives it a positive weight. Every member's weights are written in place first, in one
+// vectorised pass per base (n a compile-time constant for n <= 4), then compacted only if a
+// member has none positive (q_u = 0). They become the first terms of `terms`, whatever it held
+// (its extra_weight sized for the bases): its vectors are resized to them in place, not emptied
+// and regrown, which would value-initialise each (a plan's workspace keeps them at ~32000 entries
+// from plan to plan, and each spills out of L2).
+inline void write_single_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
+                               GroupedTerms& terms) {
+  const int m = static_cast<int>(member_mass.size()), B = static_cast<int>(bases.size());
+  double n_factorial = 1.0;
+  for (int d = 2; d <= n; ++d) n_factorial *= d;
+  constexpr int kMaxBases = 2;  // the objective's and the inner acceptance's
+  if (B > kMaxBases) throw std::invalid_argument("internal: at most two EGF bases");
+  double base_coefficients[kMaxBases][kMaxTermSize + 1];  // [base][j] = b^j / j!
+  for (int b = 0; b < B; ++b) exponential_base(bases[b], n, base_coefficients[b]);
+  terms.offsets.resize(m + 1);
+  terms.offsets[0] = 0;
+  terms.members.resize(m);
+  terms.weight.resize(m);
+  for (auto& w : terms.extra_weight) w.resize(m);
+  auto weights = [&](auto degree) {  // degree 0: n at run time
+    constexpr int kDegree = decltype(degree)::value;
+    const int N = kDegree > 0 ? kDegree : n;
+    const double* mass = member_mass.data();
+    for (int b = 0; b < B; ++b) {
+      double* out = (b == 0 ? terms.weight : terms.extra_weight[b - 1]).data();
+      const double* c = base_coefficients[b];
 #pragma omp simd
-    for (int i = 0; i < m; ++i) pv[i] = (pre[i] * rv[i] - z_mean) + beta * pv[i];
-    rz = rz_next;
+      for (int k = 0; k < m; ++k) {
+        double factor[kMaxTermSize + 1];  // q^d / d!
+        factor[0] = 1.0;
+        for (int d = 1; d <= N; ++d) factor[d] = factor[d - 1] * (mass[k] / d);
+        double acc = 0.0;
+        for (int j = 0; j < N; ++j) acc += c[j] * factor[N - j];
+        out[k] = acc * n_factorial;
+      }
+    }
+  };
+  if (n == 2) weights(std::integral_constant<int, 2>());
+  else if (n == 3) weights(std::integral_constant<int, 3>());
+  else if (n == 4) weights(std::integral_constant<int, 4>());
+  else weights(std::integral_constant<int, 0>());
+  double* column[kMaxBases];  // each base's weights
+  for (int b = 0; b < B; ++b) column[b] = (b == 0 ? terms.weight : terms.extra_weight[b - 1]).data();
+  auto positive = [&](std::size_t t) {
+    for (int b = 0; b < B; ++b)
+      if (column[b][t] > 0.0) return true;
+    return false;
+  };
+  std::size_t written = 0;
+  for (int k = 0; k < m; ++k) {
+    if (!positive(k)) continue;
+    if (written != static_cast<std::size_t>(k))  // an earlier member had no positive weight: move this one down
+      for (int b = 0; b < B; ++b) column[b][written] = column[b][k];
+    terms.members[written] = k;
+    ++written;
+    terms.offsets[written] = static_cast<std::int64_t>(written);
   }
-  return d.isZero(0.0) ? Eigen::VectorXd(-preconditioner.cwiseProduct(g)) : d;
+  terms.offsets.resize(written + 1);
+  terms.members.resize(written);
+  terms.weight.resize(written);
+  for (auto& w : terms.extra_weight) w.resize(written);
 }
 
-// Damped Newton with the exact Hessian (spec §2.9), after a level jump where it pays
-// (ConvexObjective::level_shift): solve (H + lambda I) d = -g, lambda raised
-// tenfold until the Cholesky factorisation succeeds (large problems: conjugate gradients).
-// The full step is taken when it lowers ||g||_1, which near the solution it always does;
-// otherwise the step is halved until the directional derivative shows sufficient decrease:
-// the objective is convex, so f(x + t d) - f(x) <= t g(x + t d)·d, and g(x + t d)·d <= c g·d
-// implies Armijo's condition f(x + t d) <= f(x) + c t g·d without computing a value (which
-// costs a logarithm per term). With `gauge` (outer problem) the objective is linear along 1, so
-// g and d are centred: the 1-component of the gradient is -delta_T whatever a is. Stops when
-// ||g||_1 <= threshold (the L1 norm the theory needs, not SciPy's max-norm; spec §8.4).
-// `reach`: trial points whose pass range (ConvexObjective::PassBounds::largest) exceeds it are backtracked.
-inline NewtonReport minimise_newton(ConvexObjective& objective, Eigen::VectorXd start, double threshold,
-                                    int max_iterations, bool gauge, ConvexWorkspace& workspace,
-                                    double reach = kUnshiftedLimit) {
-  constexpr double kSufficientDecrease = 1e-4;
-  NewtonReport report;
-  const int m = objective.terms.variables;
-  report.solution = std::move(start);
-  if (m == 0) {
-    report.converged = true;
-    return report;
+// The grouped terms over the subsets U of T (|U| <= n) with EGF weights for one or more bases
+// ([GR] Appendix K, Eqs. 118 and 120 in the EGF form of the header): the n-subsets implicitly (full_subsets.hpp: weight n! prod q_u for every base), the
+// smaller ones stored (singles in closed form, write_single_terms; sizes 2..n-1 by
+// ConvexObjective::append_stored_terms). bases[0] gives the objective's
+// weights, each further base an `extra_weight` vector. Returns false when the terms to
+// enumerate would exceed max_terms (the work budget): all of them, unless LaplaceSums may sum
+// them (then only the singles, and ConvexObjective::evaluate refuses any point where it cannot).
+inline bool build_grouped_terms(const std::vector<double>& member_mass, int n, const std::vector<double>& bases,
+                                double max_terms, ConvexObjective& objective) {
+  double count, members;
+  const bool summable = objective.interpolation && LaplaceSums::handles(n);
+  count_small_subsets(static_cast<std::int64_t>(member_mass.size()), summable ? 1 : n, count, members);
+  if (count > max_terms) return false;
+  objective.enumeration_budget = max_terms;
+  GroupedTerms& terms = objective.terms;
+  terms.variables = static_cast<int>(member_mass.size());
+  terms.extra_weight.resize(bases.size() - 1);
+  if (n < 2) {  // no singles (write_single_terms resizes the vectors in place otherwise)
+    terms.offsets.assign(1, 0);
+    terms.members.clear();
+    terms.weight.clear();
+    for (auto& w : terms.extra_weight) w.clear();
   }
-  Eigen::VectorXd g(m), d(m), trial_gradient(m);
-  Curvature& curvature = workspace.curvature;
-  Curvature& trial_curvature = workspace.trial_curvature;
-  curvature.dense = trial_curvature.dense = use_dense_newton(objective, report.solution);
-  // Iterates take LaplaceSums' coarse rule (a third of its nodes); the point whose gradient the
-  // report returns (its rows, gradient_error) is evaluated with the certified rule (again, unless
-  // its trial already was: kCertifyAhead). The stopping test uses the bound of the rule that
-  // evaluated the point: a coarse pass's bound holds for the true gradient too, and the certified
-  // pass confirms it (or, within twice its own error of the threshold, Newton goes on with
-  // certified passes only).
-  bool coarse = true;
-  // Inner problems on the grid: each new point first moves to its level (ConvexObjective::evaluate),
-  // within kLevelTolerance of the threshold and inside `reach`. The terms couple the variables
-  // mostly through that one mode, which Newton's quadratic model handles worst (x = e^a) and
-  // conjugate gradients last (measured, flat V = 32000, n = 2 and 3: 4 Hessian products per
-  // Newton step before, 1 or 2 after, and no separate level_shift pass; 25 to 45% less time).
-  // Exact line minimisation along 1 only lowers the convex objective: the descent tests below
-  // still hold.
-  constexpr double kLevelCap = 30.0, kLevelTolerance = 0.02;
-  LaplaceInterpolation::Level level;
-  auto leveled_evaluate = [&](Eigen::VectorXd& x, Eigen::VectorXd& gradient, Curvature& at, bool rule_coarse) {
-    LaplaceInterpolation::Level* request = nullptr;
-    if (objective.slack) {
-      level.aim = objective.level_aim(threshold);
-      level.tolerance = kLevelTolerance * threshold;
-      level.low = std::max(-kLevelCap, -reach - x.minCoeff());
-      level.high = std::min(kLevelCap, reach - x.maxCoeff());
-      if (level.low <= 0.0 && level.high >= 0.0) request = &level;
-    }
-    if (!objective.evaluate(x, gradient, at, rule_coarse, request)) return false;
-    if (request) x.array() += request->shift;
-    return true;
-  };
-  // A start the budget refuses (ConvexObjective::evaluate) ends the solve (no gradient known).
-  if (!leveled_evaluate(report.solution, g, curvature, coarse)) {
-    report.over_budget = true;
-    report.gradient_l1 = std::numeric_limits<double>::infinity();
-    return report;
-  }
-  // Stagnation: damped Newton on a convex objective keeps lowering ||g||_1, near the solution
-  // quadratically; when kStagnationWindow iterations lowered it by less than 10% the iterates are
-  // crawling (a warm start deep in a flat region, one a heading for infinity by at most
-  // kLongestStep per step), and more iterations only cost time: the caller restarts cold.
-  constexpr int kStagnationWindow = 2;
-  std::vector<double> history;
-  // A point beyond the unshifted range (ConvexObjective::unshifted_at) turns the implicit terms
-  // into stored, shifted ones for the rest of the solve (ConvexObjective::evaluate), several times
-  // slower. While the iterates are inside it, a trial point outside is backtracked like one the
-  // budget refuses: a stopping threshold of 5 tau never needs |a| near 600, only an overlong
-  // Newton or CG step gets there. (Tests that lower objective.unshifted_limit to force the stored
-  // path are not affected.)
-  const bool stay_in_range = objective.pass_bounds(report.solution).largest <= reach;
-  auto evaluate_trial = [&](Eigen::VectorXd& x, Eigen::VectorXd& gradient, Curvature& at, bool last = false) {
-    if (stay_in_range && objective.pass_bounds(x).largest > reach) return false;
-    return leveled_evaluate(x, gradient, at, coarse && !last);
-  };
-  // Within kJacobiAhead times the threshold, an inner problem on the grid takes the Jacobi step
-  // -g / diagonal instead of conjugate gradients: with its level found by every pass what is left
-  // is nearly diagonal, and the step cuts the gradient norm about tenfold (measured, flat V = 32000,
-  // n = 3: 1.5e-2, 1.7e-3, 2.1e-4, 2.4e-5 in successive leveled Jacobi steps), enough for the last
-  // one and without Hessian products (flat n = 3, tau = 1e-4: 4 products fewer per token on most
-  // tokens, 10% less time; wider, the Jacobi trial misses the threshold more often than it saves).
-  constexpr double kJacobiAhead = 5.0;
-  // A trial from a point within kCertifyAhead times the threshold is likely the last: it takes the
-  // certified rule at once, which then spares the coarse pass at the final point. A certified pass
-  // costs more than a coarse one (twice the nodes, 16 Chebyshev points for 10), so this pays only
-  // where enough such trials end the solve. Measured (V = 32000, tau = 1e-4): from flat n = 4 starts
-  // at 26 to 50 times the threshold every trial ended below it (0.15 to 0.9); from peaked n = 3 and
-  // 4 points at 23 to 48, half did; from flat n = 3 starts at 54 to 106, two in ten. 60 took 19 to
-  // 24% off flat n = 4 and 13% off peaked n = 3 against 20 (8 interleaved rounds).
-  constexpr double kCertifyAhead = 60.0;
-  auto record = [&] {  // the gradient itself is copied once, at the end (certify)
-    report.gradient_l1 = g.lpNorm<1>() + curvature.gradient_error;  // a bound on the true one
-    report.gradient_error = curvature.gradient_error;
-    report.accepted = curvature.accepted;
-    report.interpolated = curvature.interpolated;
-  };
-  // Same point, same summation (it depends on the point only), so the budget accepts it again.
-  // Every return after the first evaluation passes here.
-  auto certify = [&] {
-    if (curvature.coarse) {
-      objective.evaluate(report.solution, g, curvature);
-      record();
-    }
-    report.gradient = g;
-  };
-  for (;; ++report.iterations) {
-    record();
-    if (report.gradient_l1 <= threshold) {
-      certify();
-      if (report.gradient_l1 <= threshold) {
-        report.converged = true;
-        return report;
-      }
-      coarse = false;
-    }
-    if (report.iterations >= max_iterations) {
-      certify();
-      return report;
-    }
-    history.push_back(report.gradient_l1);
-    if (history.size() > kStagnationWindow &&
-        report.gradient_l1 > 0.9 * history[history.size() - 1 - kStagnationWindow]) {
-      certify();
-      return report;
-    }
-    // A jump stays within `reach` (beyond, evaluate_trial refuses it and the pass is repeated).
-    double shift = objective.level_shift(g, threshold);
-    if (stay_in_range) shift = std::min(shift, reach - report.solution.maxCoeff());
-    if (shift > 0.0) {  // counts as an iteration
-      report.solution.array() += shift;
-      if (evaluate_trial(report.solution, g, curvature, report.gradient_l1 <= kCertifyAhead * threshold)) continue;
-      report.solution.array() -= shift;  // refused by the budget: a Newton step from where we were
-      objective.evaluate(report.solution, g, curvature, coarse);  // accepted before, so accepted again
-    }
-    Eigen::VectorXd descent = g;
-    if (gauge) descent.array() -= descent.mean();
-    double lambda = 1e-12 * std::max(1.0, curvature.diagonal.sum() / m);
-    if (curvature.dense) {
-      Eigen::LLT<Eigen::MatrixXd> factor;
-      for (int attempt = 0; attempt < 40; ++attempt, lambda *= 10.0) {
-        factor.compute(curvature.hessian + lambda * Eigen::MatrixXd::Identity(m, m));
-        if (factor.info() == Eigen::Success) break;
-      }
-      d = -factor.solve(descent);
-    } else if (objective.slack && curvature.on_grid && report.gradient_l1 <= kJacobiAhead * threshold) {
-      d = -(curvature.diagonal.array() + lambda).inverse().matrix().cwiseProduct(descent);
-    } else {
-      d = newton_direction_cg(objective, curvature, g, lambda, gauge, workspace.product_scratch);
-    }
-    if (gauge) d.array() -= d.mean();
-    // No a moves by more than kLongestStep: beyond, the quadratic model means nothing (e^30 ~ 1e13),
-    // and a pass's cost grows with the spread of a (LaplaceSums' nodes). Measured: a warm start's
-    // first step sent one a of a flat V = 128000, n = 2 inner problem from 23 to 521 (0.4 s passes).
-    // Each component is clipped, not the whole step scaled: a token whose minimiser lies at
-    // -infinity (its target is exactly the mass of the terms it cannot share: a tight set of the
-    // outer system) has a near-singular Hessian row and a Newton component of thousands, and
-    // scaling by it froze the other tokens' useful moves (measured: peaked (100, 2), tau = 1e-4,
-    // the outer gradient stuck at 7.5e-4 against a threshold of 2.6e-4, where the LP optimum over
-    // the allocations is 3.3e-5). The clipped step must still descend; otherwise it is scaled.
-    // With the gauge (outer system: the objective is linear along 1) the step is first shifted so
-    // that its median component is 0: the tokens heading for -infinity are then the ones clipped.
-    constexpr double kLongestStep = 30.0;
-    if (const double longest = d.cwiseAbs().maxCoeff(); longest > kLongestStep) {
-      Eigen::VectorXd clipped = d;
-      if (gauge) {
-        std::vector<double> sorted(d.data(), d.data() + m);
-        std::nth_element(sorted.begin(), sorted.begin() + m / 2, sorted.end());
-        clipped.array() -= sorted[m / 2];
-      }
-      clipped = clipped.cwiseMax(-kLongestStep).cwiseMin(kLongestStep);
-      d = g.dot(clipped) < 0.0 ? clipped : Eigen::VectorXd(d * (kLongestStep / longest));
-    }
-    if (!curvature.dense && !(g.dot(d) < 0.0)) {
-      // Conjugate gradients on a Hessian whose diagonal spans hundreds of orders of magnitude
-      // (tokens pushed to a = -390 on the way to a minimiser at infinity) can end without
-      // descent: the preconditioned gradient step still descends.
-      d = -(curvature.diagonal.array() + lambda).inverse().matrix().cwiseProduct(descent);
-      if (gauge) d.array() -= d.mean();
-    }
-    const double slope = g.dot(d);
-    if (!(slope < 0.0)) {  // no descent left at machine precision
-      certify();
-      return report;
-    }
-
-    // A trial point the budget refuses (its terms cannot be interpolated) is backtracked like one
-    // that does not decrease enough.
-    Eigen::VectorXd trial = report.solution + d;
-    bool evaluated =
-        evaluate_trial(trial, trial_gradient, trial_curvature, report.gradient_l1 <= kCertifyAhead * threshold);
-    for (double step = 0.5; !evaluated || (trial_gradient.lpNorm<1>() >= report.gradient_l1 &&
-                                           trial_gradient.dot(d) > kSufficientDecrease * slope);
-         step *= 0.5) {
-      if (step < 1e-10) {
-        report.over_budget = !evaluated;
-        certify();
-        return report;
-      }
-      trial = report.solution + step * d;
-      evaluated = evaluate_trial(trial, trial_gradient, trial_curvature);
-    }
-    report.solution = std::move(trial);
-    std::swap(g, trial_gradient);
-    std::swap(curvature, trial_curvature);  // swaps storage, not contents: no copy
-  }
+  objective.full.assign(member_mass, n);
+  objective.bases = bases;
+  // sum over U != {} of n! [x^n] e^{b x} prod_U (e^{q_u x} - 1) = n! [x^n] e^{b x} (e^{Q_T x} - 1)
+  double mass_T = 0.0;
+  for (double q : member_mass) mass_T += q;
+  objective.total_weight = integer_power(bases[0] + mass_T, n) - integer_power(bases[0], n);
+  if (n >= 2) write_single_terms(member_mass, n, bases, terms);
+  // Sizes 2..n-1 are built only when a pass enumerates them (LaplaceSums takes them otherwise).
+  objective.stored_deferred = summable;
+  for (int size = 2; size <= n - 1 && !objective.stored_deferred; ++size) objective.append_stored_terms(size);
+  return true;
 }
 
 }  // namespace multidraft
