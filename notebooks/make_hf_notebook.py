@@ -1,7 +1,7 @@
 """Writes notebooks/hf_generation.ipynb from its cell sources (run: python notebooks/make_hf_notebook.py).
 
 The test suite executes the notebook with MULTIDRAFT_NOTEBOOK_QUICK=1 on tiny random models
-(tests/test_notebooks.py); without it, the trained pair of scripts/train_pair.py is used when present.
+(tests/docs/test_notebooks.py); without it, the trained pair of scripts/train_pair.py is used when present.
 """
 
 from make_notebooks import write_notebook

@@ -1,7 +1,7 @@
 """Writes the project's notebooks from their cell sources (run: python notebooks/make_notebooks.py).
 
 Keeping the cells here keeps the .ipynb files free of outputs and easy to review; the test suite
-executes each notebook (tests/test_notebooks.py) so that it cannot rot.
+executes each notebook (tests/docs/test_notebooks.py) so that it cannot rot.
 """
 import pathlib
 

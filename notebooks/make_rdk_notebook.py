@@ -1,7 +1,7 @@
 """Writes notebooks/rdk.ipynb from its cell sources (run: python notebooks/make_rdk_notebook.py).
 
 Like make_notebooks.py: the cells live here, the .ipynb holds no outputs, and the test suite
-executes it (tests/test_notebooks.py, MULTIDRAFT_NOTEBOOK_QUICK=1).
+executes it (tests/docs/test_notebooks.py, MULTIDRAFT_NOTEBOOK_QUICK=1).
 """
 
 from make_notebooks import write_notebook
