@@ -1,12 +1,11 @@
 // Canonical decomposition (Khisti et al., [CD] Theorem 1, Appendix I for two non-identical drafts,
-// Remark 3 for K > 2; this project's notation p = target,
-// q = draft, swapped from the paper's): step 1 selects one draft token by importance weights
-// beta_y(set of drafts); step 2 runs single-draft speculative sampling of the selected token Y
-// against Y's own marginal p_I, never against q: accept with min(1, p(y) / p_I(y)), else draw from
-// (p - p_I)^+ normalised.
-// Optimal weights come from the relaxed-OTLP max-flow ([GR] Theorem 4.1, Eq. 5): beta_y(U) =
-// S_{y,U} / sum_j S_{j,U}, uniform over U where no flow passes. For K > 2 drafts the selection is
-// successive and pairwise (Remark 3): Y_1 from (X_1, X_2), then Y_k from (Y_{k-1}, X_{k+1}) as two
+// Remark 3 for K > 2; this project's notation p = target, q = draft, swapped from the paper's):
+// step 1 selects one draft token by importance weights beta_y(set of drafts); step 2 runs
+// single-draft speculative sampling of the selected token Y against Y's own marginal p_I, never
+// against q: accept with min(1, p(y) / p_I(y)), else draw from (p - p_I)^+ normalised. Optimal
+// weights come from the relaxed-OTLP max-flow ([GR] Theorem 4.1, Eq. 5): beta_y(U) = S_{y,U} /
+// sum_j S_{j,U}, uniform over U where no flow passes. For K > 2 drafts the selection is successive
+// and pairwise (Remark 3): Y_1 from (X_1, X_2), then Y_k from (Y_{k-1}, X_{k+1}) as two
 // independent, non-identical drafts with laws p_{Y_{k-1}} and q_{k+1}.
 #pragma once
 #include <algorithm>
