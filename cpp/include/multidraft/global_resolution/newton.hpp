@@ -12,7 +12,6 @@
 
 #include <Eigen/Dense>
 
-#include "multidraft/detail/gr_kernels.hpp"
 #include "multidraft/global_resolution/objective.hpp"
 #include "multidraft/global_resolution/workspace.hpp"  // ConvexWorkspace
 
