@@ -74,7 +74,7 @@ py::dict objective_derivatives(const Doubles& q, int n, std::vector<double> base
   return out;
 }
 
-// write_single_terms (global_resolution/plan.hpp): the stored singles' members and their weights,
+// write_single_terms (global_resolution/objective.hpp): the stored singles' members and their weights,
 // one row per base, against the closed form (b + q_u)^n - b^n in tests.
 auto single_terms(const Doubles& q, int n, const std::vector<double>& bases) {
   if (n < 2 || n > kMaxTermSize || bases.empty() || bases.size() > 2)

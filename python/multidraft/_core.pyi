@@ -11,9 +11,9 @@ import numpy as np
 import numpy.typing as npt
 
 #: Test hooks, not a public API: objective_derivatives(q, n, bases, slack, a, v, interpolation, max_terms,
-#: coarse=False)
-#: (the grouped objective's derivatives at a point, convex.hpp) and global_resolution_plan(...,
-#: unshifted_limit=600.0, interpolation=True) (a GlobalResolutionPlan with those switches).
+#: coarse=False) (the grouped objective's derivatives at a point, global_resolution/objective.hpp) and
+#: global_resolution_plan(..., unshifted_limit=600.0, interpolation=True) (a GlobalResolutionPlan with
+#: those switches).
 _testing: ModuleType
 
 MAX_NETWORK_ARCS: float

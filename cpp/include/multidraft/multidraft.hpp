@@ -25,5 +25,4 @@
 #include "multidraft/plans/plan_sampling.hpp"
 #include "multidraft/plans/verifier_registry.hpp"  // every verifier by name
 
-#include "multidraft/batch/row_runs.hpp"
-#include "multidraft/batch/thread_pool.hpp"
+#include "multidraft/batch/batched_calls.hpp"  // batched transport / verify / acceptance on the pool
