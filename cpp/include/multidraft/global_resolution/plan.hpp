@@ -290,7 +290,7 @@ class GlobalResolutionPlan {
   double alpha() const { return alpha_; }
   double alpha_star() const { return alpha_star_; }
   bool exact() const { return options_.exact; }
-  // Exact plan: an L1 bound on the output law's distance from p beyond float rounding, from the
+  // Exact plan: an L1 bound on the output law's distance from p beyond float rounding, twice the
   // interpolated sums' certified error in the rows (0 when every sum was enumerated).
   double law_error_bound() const { return law_error_bound_; }
   const SystemReport& outer_report() const { return outer_; }
@@ -811,7 +811,9 @@ class GlobalResolutionPlan {
     support_ = std::move(split.support);
     correction_ = OutputCorrection(p, V_, support_, candidate_law(q, first_outer, first_inner, workspace));
     alpha_ = correction_.kept();
-    law_error_bound_ = (outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0);
+    // An error e in the rows moves the output law by up to 2e in L1 (docs/design/certified-bounds.md,
+    // "Output law of the exact plan").
+    law_error_bound_ = 2 * ((outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0));
   }
 
   void untruncated(SystemReport& report, double block, double base) const {
