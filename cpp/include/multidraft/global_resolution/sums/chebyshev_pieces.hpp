@@ -1,11 +1,9 @@
 // Chebyshev interpolation on pieces of the log axis, for the Stieltjes transforms
 //   F(y) = sum_k mu_k / (y + s_k)^p,   mu_k >= 0, s_k >= 0, y > 0, p = 1 or 2,
 // by which the implicit full-size terms of the Global Resolution objectives are summed without
-// enumerating them (pair_sums.hpp). F is analytic off the negative real axis,
-// so in u = log y it is analytic in the strip |Im u| < pi wherever the s_k are, and Chebyshev
-// interpolation on u-pieces of width 3 converges geometrically with an error bound relative to F
-// that needs no knowledge of the s_k (ChebyshevPieces::relative_error). Not in [GR], whose
-// Appendix K terms are all enumerated: this is what makes n = 2 fast at hundreds of tokens.
+// enumerating them (pair_sums.hpp), with an error bound relative to F that needs no knowledge of
+// the s_k. Ours, not in [GR] (whose Appendix K enumerates every term): the derivation and the
+// bound are in docs/design/summation.md, "Chebyshev pieces".
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -17,8 +15,9 @@
 
 #include <Eigen/Dense>
 
-#include "multidraft/global_resolution/sums/full_subsets.hpp"  // four_reciprocals
 #include "multidraft/detail/radix_sort.hpp"
+#include "multidraft/detail/sum_kernels.hpp"  // four_reciprocals, log_positive, logs_with_range, the kernels below
+#include "multidraft/global_resolution/sums/full_subsets.hpp"
 
 namespace multidraft {
 
@@ -26,7 +25,7 @@ using RowMajorMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eig
 
 // Row-major matrix storage that only grows, for the node x variable tables a reused workspace
 // keeps: Eigen's resize reallocates on every change of size, and fresh blocks of this size are
-// mapped page by page (about 0.7 us per 4 KB here, 0.2 ms for a 1000 x 66 table).
+// mapped page by page (docs/benchmarks/summation-internals.md, "Tables that only grow").
 class GrowingMatrix {
  public:
   void resize(int rows, int cols) {
@@ -40,7 +39,7 @@ class GrowingMatrix {
   // The two products of a wide table (nodes x points) with a narrow matrix (2 to 10 columns) that
   // LaplaceInterpolation takes several times per pass, each reading the table once. Eigen's
   // blocked product first packs the whole table, a copy as costly as the product itself here
-  // (measured: 8% of a flat V = 32000, n = 2 verify in products of 2 to 6 columns).
+  // (docs/benchmarks/summation-internals.md, "Products with wide tables").
   // out = this table times `right` (cols() x F): per row, F dot products side by side in
   // kDotLanes partial sums each (independent chains, not one latency-bound accumulator).
   template <int F>
@@ -53,11 +52,7 @@ class GrowingMatrix {
       const double* __restrict row = data_.data() + static_cast<std::size_t>(r) * cols_;
       double partial[F][kDotLanes] = {};
       for (int c = 0; c < whole; c += kDotLanes)
-        for (int f = 0; f < F; ++f) {
-          const double* __restrict column = columns.col(f).data() + c;
-#pragma omp simd
-          for (int l = 0; l < kDotLanes; ++l) partial[f][l] += row[c + l] * column[l];
-        }
+        for (int f = 0; f < F; ++f) add_lane_products<kDotLanes>(row + c, columns.col(f).data() + c, partial[f]);
       for (int f = 0; f < F; ++f) {
         double sum = 0.0;
         for (int l = 0; l < kDotLanes; ++l) sum += partial[f][l];
@@ -89,9 +84,7 @@ class GrowingMatrix {
         double weights[kRowsAtOnce];
         for (int i = 0; i < kRowsAtOnce; ++i) weights[i] = at[i] < 0 ? 0.0 : right(at[i], k);
         const double w0 = weights[0], w1 = weights[1], w2 = weights[2], w3 = weights[3];
-        double* __restrict column = out + static_cast<std::size_t>(k) * stride;
-#pragma omp simd
-        for (int c = 0; c < cols_; ++c) column[c] += w0 * t0[c] + w1 * t1[c] + w2 * t2[c] + w3 * t3[c];
+        add_four_weighted_rows(out + static_cast<std::size_t>(k) * stride, cols_, w0, t0, w1, t1, w2, t2, w3, t3);
       }
     }
   }
@@ -100,49 +93,6 @@ class GrowingMatrix {
   std::vector<double> data_;
   int rows_ = 0, cols_ = 0;
 };
-
-// log y for normal y > 0, in a form loops vectorise (std::log does not, short of -ffast-math):
-// y = 2^e r with r in [sqrt(1/2), sqrt(2)), log r = 2 atanh(s), s = (r - 1) / (r + 1), |s| <= 0.172,
-// by its series to s^21 (the rest is below 1e-17 relative), e log 2 in two parts. Within a few
-// ulps of std::log: a coordinate error delta changes an interpolated F by at most p F delta.
-inline double log_positive(double y) {
-  std::uint64_t bits;
-  std::memcpy(&bits, &y, sizeof bits);
-  // The unbiased exponent as a double without an integer conversion (AVX2 has none for 64-bit
-  // lanes: GCC emulates it, and the avx2 core's vectorised loop took twice the instructions):
-  // the 11 exponent bits become the low mantissa bits of 2^52, exactly 2^52 + biased exponent.
-  const std::uint64_t exponent_bits = 0x4330000000000000ULL | ((bits >> 52) & 0x7ff);
-  double exponent;
-  std::memcpy(&exponent, &exponent_bits, sizeof exponent);
-  exponent -= 4503599627370496.0 + 1023.0;  // 2^52 + the bias: exact
-  bits = (bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL;
-  double r;
-  std::memcpy(&r, &bits, sizeof r);
-  const bool high = r > 1.4142135623730951;
-  r = high ? 0.5 * r : r;
-  exponent += high ? 1.0 : 0.0;
-  const double s = (r - 1.0) / (r + 1.0), s2 = s * s;
-  double series = 1.0 / 21.0;
-  for (int k = 19; k >= 1; k -= 2) series = series * s2 + 1.0 / k;
-  constexpr double kLog2High = 6.93147180369123816490e-01, kLog2Low = 1.90821492927058770002e-10;
-  return exponent * kLog2High + (2.0 * s * series + exponent * kLog2Low);
-}
-
-// logs[k] = log(c + x[k]) for k < m (vectorised), and their range [low, high]. The range is
-// taken from the value, not read back from logs: GCC 12 left the loop scalar on every core
-// when it read logs[k] ("no vectype" for the load; checked in the object code).
-inline void logs_with_range(const double* __restrict x, int m, double c, double* __restrict logs, double& low,
-                            double& high) {
-  double lowest = std::numeric_limits<double>::infinity(), highest = -lowest;
-#pragma omp simd reduction(min : lowest) reduction(max : highest)
-  for (int k = 0; k < m; ++k) {
-    const double value = log_positive(c + x[k]);
-    logs[k] = value;
-    lowest = std::min(lowest, value);
-    highest = std::max(highest, value);
-  }
-  low = lowest, high = highest;
-}
 
 // The map from values at the first-kind points t_i = cos(pi (i + 1/2) / N) to the Chebyshev
 // coefficients of their interpolant: c_j = (2 - [j = 0]) / N sum_i f_i T_j(t_i) (N x N).
@@ -203,16 +153,10 @@ class ChebyshevPieces {
   }
 
   // Bound on |interpolant - F| / F at any point of a piece, for F(y) = sum_k mu_k / (y + s_k)^p
-  // with mu_k >= 0, s_k >= 0, y = e^u > 0 and exact node values. With f analytic and |f| <= M
-  // in the Bernstein ellipse E_rho of the piece, the interpolant in N first-kind points errs by at
-  // most 4 M rho^{1-N} / (rho - 1) (truncation and aliasing of the Chebyshev series, each at most
-  // sum_{k >= N} 2 M rho^{-k}). On E_rho, u = r + i theta with |theta| <= W (rho - 1/rho) / 2 < pi
-  // and r >= u_a - W ((rho + 1/rho) / 2 - 1), u_a the piece's left end; there
-  // |e^u + s| >= (e^r + s) cos(theta / 2) (expand |e^u + s|^2), and F(e^r) <= F(e^{u_a})
-  // e^{p (u_a - r)} (each term's ratio), while on the piece F >= F(e^{u_a}) e^{-2 p W}. Minimised
-  // over rho; p 1e-12 more covers the points' coordinate error delta (p F delta: log_positive errs
-  // by a few ulps of |u| <= 350, under 1e-13). Other grids (laplace_interpolation.hpp) give their
-  // half-width and number of points.
+  // with mu_k >= 0, s_k >= 0, y = e^u > 0 and exact node values: 4 rho^{1-N} / (rho - 1) times
+  // F's growth over the Bernstein ellipse E_rho, minimised over rho, plus p 1e-12 for the points'
+  // coordinate error (derived in docs/design/summation.md, "Chebyshev pieces"). Other grids
+  // (laplace_interpolation.hpp) give their half-width and number of points.
   static double relative_error(int p, double half_width = kHalfWidth, int points = kNodes) {
     double best = 1.0;
     for (double rho = 1.01; rho < 40.0; rho += 0.01) {
@@ -383,43 +327,20 @@ inline void stieltjes_at_nodes(const ChebyshevPieces& grid, const std::vector<in
   second.setZero(grid.nodes());
   const int count = static_cast<int>(active.size());
   inverse_squares.resize(count, m);
-  const double* __restrict xs = x;
-  const double* __restrict qs = q;
   for (int a = 0; a < count;) {
     if (a + 4 <= count && active[a + 3] == active[a] + 3) {  // four consecutive nodes: one division
       const int j = active[a];
-      const double y0 = grid.node_y(j), y1 = grid.node_y(j + 1), y2 = grid.node_y(j + 2), y3 = grid.node_y(j + 3);
-      double* __restrict row0 = inverse_squares.row(a);
-      double* __restrict row1 = inverse_squares.row(a + 1);
-      double* __restrict row2 = inverse_squares.row(a + 2);
-      double* __restrict row3 = inverse_squares.row(a + 3);
-      double f0 = 0, f1 = 0, f2 = 0, f3 = 0, s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-#pragma omp simd reduction(+ : f0, f1, f2, f3, s0, s1, s2, s3)
-      for (int k = 0; k < m; ++k) {
-        double i0, i1, i2, i3;
-        four_reciprocals(y0 + xs[k], y1 + xs[k], y2 + xs[k], y3 + xs[k], i0, i1, i2, i3);
-        row0[k] = i0 * i0, row1[k] = i1 * i1, row2[k] = i2 * i2, row3[k] = i3 * i3;
-        f0 += qs[k] * i0, f1 += qs[k] * i1, f2 += qs[k] * i2, f3 += qs[k] * i3;
-        s0 += qs[k] * row0[k], s1 += qs[k] * row1[k], s2 += qs[k] * row2[k], s3 += qs[k] * row3[k];
-      }
-      first.segment<4>(j) << f0, f1, f2, f3;
-      second.segment<4>(j) << s0, s1, s2, s3;
+      double f[4], s[4];
+      stieltjes_four_nodes(x, q, m, grid.node_y(j), grid.node_y(j + 1), grid.node_y(j + 2), grid.node_y(j + 3),
+                           inverse_squares.row(a), inverse_squares.row(a + 1), inverse_squares.row(a + 2),
+                           inverse_squares.row(a + 3), f, s);
+      first.segment<4>(j) << f[0], f[1], f[2], f[3];
+      second.segment<4>(j) << s[0], s[1], s[2], s[3];
       a += 4;
       continue;
     }
     const int j = active[a];
-    const double y = grid.node_y(j);
-    double* __restrict row = inverse_squares.row(a);
-    double f = 0.0, s = 0.0;
-#pragma omp simd reduction(+ : f, s)
-    for (int k = 0; k < m; ++k) {
-      const double inverse = 1.0 / (y + xs[k]);
-      row[k] = inverse * inverse;
-      f += qs[k] * inverse;
-      s += qs[k] * row[k];
-    }
-    first[j] = f;
-    second[j] = s;
+    stieltjes_one_node(x, q, m, grid.node_y(j), inverse_squares.row(a), first[j], second[j]);
     ++a;
   }
 }

@@ -1,17 +1,13 @@
-// The full-size terms of the grouped Global Resolution objectives, kept implicit.
-// In Phi_T and Theta_T ([GR] Eqs. 12 and 15, grouped as in Appendix K) the terms U with
-// |U| = n are every n-subset of T, and their weight needs no polynomial:
-//   n! [x^n] e^{b x} prod_{u in U} (e^{q_u x} - 1) = n! prod_{u in U} q_u      (any base b),
-// because the product starts at degree n. They are C(|T|, n) of the C(|T|, <= n) terms (all but
-// about n / |T| of them), so instead of storing them, every pass enumerates them by nested loops
-// over increasing indices: the prefix (first n - 1 members) carries its sum of e^{a_u} and its
-// weight, and the last member runs over a contiguous range, a loop the compiler vectorises.
-// Sums over a prefix's subtree are pushed to its members on the way back (no per-term storage).
+// The full-size terms (|U| = n) of the grouped Global Resolution objectives ([GR] Eqs. 12 and
+// 15, grouped as in Appendix K), kept implicit: every n-subset of T, weight n! prod_{u in U} q_u,
+// enumerated by every pass instead of stored (docs/design/summation.md, "Full-size terms").
 // All passes use x_u = e^{a_u} unshifted; callers keep |a| <= 600 (ConvexObjective materialises
 // the terms otherwise).
 #pragma once
 #include <cstdint>
 #include <vector>
+
+#include "multidraft/detail/sum_kernels.hpp"  // four_reciprocals, the leaf loops
 
 namespace multidraft {
 
@@ -66,19 +62,6 @@ SubsetPrefix extended(const SubsetPrefix& prefix, int k, const FullSubsetTerms& 
   return child;
 }
 
-// 1 / d_b for four positive d_b by one division, 1 / d_0 = d_1 d_2 d_3 / (d_0 d_1 d_2 d_3), to
-// within a few ulps: the division, not the arithmetic around it, bounds the n = 2 passes.
-[[gnu::always_inline]] inline void four_reciprocals(double d0, double d1, double d2, double d3, double& i0, double& i1,
-                                                    double& i2, double& i3) {
-  const double p01 = d0 * d1, p23 = d2 * d3;
-  const double inverse = 1.0 / (p01 * p23);
-  const double h01 = p23 * inverse, h23 = p01 * inverse;  // 1 / (d0 d1), 1 / (d2 d3)
-  i0 = d1 * h01;
-  i1 = d0 * h01;
-  i2 = d3 * h23;
-  i3 = d2 * h23;
-}
-
 // Depth-first enumeration of the n-subsets: `policy.leaves(prefix, begin, end)` handles every
 // subset prefix ∪ {l}, l in [begin, end), and returns the sums of that range; after a prefix
 // member k's subtree is done, `policy.member(prefix, k, sums)` (prefix excluding k) pushes the
@@ -86,8 +69,8 @@ SubsetPrefix extended(const SubsetPrefix& prefix, int k, const FullSubsetTerms& 
 // For n = 2 with `policy.blocked()`, siblings k .. k + 3 first take their small triangle
 // l < k + 4 by `leaves`, then `policy.leaf_block(siblings, k + 4, m, sums)` makes one pass over
 // the rest for all four: each leaf's data is loaded and stored once, not four times, and one
-// division serves four terms (measured at m = 1000: 0.56 -> 0.36 ns per term). For n >= 3 the
-// leaf ranges are short and the triangles cost more than that saves (measured at m = 100).
+// division serves four terms. For n >= 3 the leaf ranges are short and the triangles cost more
+// than that saves (docs/benchmarks/summation-internals.md, "Sibling blocks of full-size terms").
 template <class Policy>
 typename Policy::Sums visit_full_subsets(const FullSubsetTerms& terms, Policy& policy, const SubsetPrefix& prefix,
                                          int start) {
@@ -160,28 +143,12 @@ struct FullSubsetGradient {
   // out for 4: GCC does not vectorise array reductions well.
   void leaf_block(const SubsetPrefix* siblings, int begin, int end, Sums* sums) {
     static_assert(kLeafBlock == 4, "leaf_block is written out for 4 siblings");
-    const double* __restrict xs = x;
-    const double* __restrict qs = mass;
-    double* __restrict grad = gradient;
-    double* __restrict diag = diagonal;
     const double c0 = constant + siblings[0].power, c1 = constant + siblings[1].power,
                  c2 = constant + siblings[2].power, c3 = constant + siblings[3].power;
     const double w0 = siblings[0].weight, w1 = siblings[1].weight, w2 = siblings[2].weight, w3 = siblings[3].weight;
-    double r0 = 0, r1 = 0, r2 = 0, r3 = 0, t0 = 0, t1 = 0, t2 = 0, t3 = 0, rx = 0;
-#pragma omp simd reduction(+ : r0, r1, r2, r3, t0, t1, t2, t3, rx)
-    for (int l = begin; l < end; ++l) {
-      const double xl = xs[l], ql = qs[l];
-      double i0, i1, i2, i3;
-      four_reciprocals(c0 + xl, c1 + xl, c2 + xl, c3 + xl, i0, i1, i2, i3);
-      const double a0 = w0 * ql * i0, a1 = w1 * ql * i1, a2 = w2 * ql * i2, a3 = w3 * ql * i3;
-      const double b0 = a0 * i0, b1 = a1 * i1, b2 = a2 * i2, b3 = a3 * i3;
-      const double r = (a0 + a1) + (a2 + a3), rt = (b0 + b1) + (b2 + b3);
-      grad[l] += r * xl;
-      diag[l] += r * xl - rt * xl * xl;
-      rx += r * xl;
-      r0 += a0, r1 += a1, r2 += a2, r3 += a3;
-      t0 += b0, t1 += b1, t2 += b2, t3 += b3;
-    }
+    double r[4], t[4], rx;
+    full_subset_gradient_leaf_block(x, mass, gradient, diagonal, c0, c1, c2, c3, w0, w1, w2, w3, begin, end, r, t, rx);
+    const double r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3], t0 = t[0], t1 = t[1], t2 = t[2], t3 = t[3];
     // accepted: sum of r (X + x_l) = sum_b X_b sum r_b + sum r x_l
     accepted += rx + siblings[0].power * r0 + siblings[1].power * r1 + siblings[2].power * r2 + siblings[3].power * r3;
     sums[0] += Sums{r0, t0};
@@ -199,54 +166,31 @@ struct FullSubsetGradient {
       case 3: return leaf_range<3>(prefix, begin, end);
     }
     const Sums sums = leaf_range<kStoreShares>(prefix, begin, end);
-    const double* __restrict xs = x;
-    const double* __restrict rt = scratch;
     for (int e = 0; e < prefix.depth; ++e) {
       const int u = prefix.members[e];
-      const double xu = xs[u];
-      double* __restrict row = hessian + static_cast<std::int64_t>(u) * m;
-#pragma omp simd
-      for (int l = begin; l < end; ++l) row[l] -= xu * xs[l] * rt[l];
+      subtract_hessian_row(hessian + static_cast<std::int64_t>(u) * m, x, scratch, x[u], begin, end);
     }
     return sums;
   }
 
-  // The leaf loop, with the arrays in local restrict pointers: read through the members, every
-  // store could alias them and the compiler would fall back to gathers and scatters. kRows > 0:
+  // The leaf loop (full_subset_gradient_leaves: the arrays as restrict parameters; read through
+  // the members, every store could alias them and the loop would gather and scatter). kRows > 0:
   // also subtract x_u x_l r / total from the dense Hessian rows of the kRows prefix members;
   // kStoreShares: store r / total in `scratch` for the caller to do so. The dense Hessian's
   // diagonal is not written here: it equals `diagonal` (ConvexObjective::evaluate).
   static constexpr int kStoreShares = -1;
   template <int kRows>
   Sums leaf_range(const SubsetPrefix& prefix, int begin, int end) {
-    const double X = prefix.power, W = prefix.weight, c = constant;
-    const double* __restrict xs = x;
-    const double* __restrict qs = mass;
-    double* __restrict grad = gradient;
-    double* __restrict diag = diagonal;
-    double* __restrict rt_out = scratch;
     constexpr int kFused = kRows > 0 ? kRows : 1;
     double* rows[kFused];
     double row_x[kFused];
     for (int e = 0; e < kRows; ++e) {
       rows[e] = hessian + static_cast<std::int64_t>(prefix.members[e]) * m;
-      row_x[e] = xs[prefix.members[e]];
+      row_x[e] = x[prefix.members[e]];
     }
-    double r_sum = 0.0, rt_sum = 0.0, accepted_sum = 0.0;
-#pragma omp simd reduction(+ : r_sum, rt_sum, accepted_sum)
-    for (int l = begin; l < end; ++l) {
-      const double inner = X + xs[l];
-      const double inverse = 1.0 / (c + inner);
-      const double r = W * qs[l] * inverse;
-      const double rt = r * inverse;
-      grad[l] += r * xs[l];
-      diag[l] += r * xs[l] - rt * xs[l] * xs[l];
-      if constexpr (kRows == kStoreShares) rt_out[l] = rt;
-      for (int e = 0; e < kRows; ++e) rows[e][l] -= row_x[e] * xs[l] * rt;
-      r_sum += r;
-      rt_sum += rt;
-      accepted_sum += r * inner;
-    }
+    double r_sum, rt_sum, accepted_sum;
+    full_subset_gradient_leaves<kRows>(x, mass, gradient, diagonal, scratch, rows, row_x, prefix.power, prefix.weight,
+                                       constant, begin, end, r_sum, rt_sum, accepted_sum);
     accepted += accepted_sum;
     return {r_sum, rt_sum};
   }
@@ -264,7 +208,8 @@ struct FullSubsetGradient {
   }
 };
 
-// Hessian-vector product (spec §2.6: each term adds w (s ∘ v - s (s · v))): with
+// Hessian-vector product (each term adds w (s ∘ v - s (s · v)), the Hessian of one term of
+// [GR] Eqs. 12 and 15: docs/design/summation.md, "Term derivatives"): with
 // dot_U = sum_{u in U} x_u v_u / (c + X_U), out_u += x_u r_U (v_u - dot_U).
 struct FullSubsetHessianTimes {
   struct Sums {
@@ -288,29 +233,14 @@ struct FullSubsetHessianTimes {
   // The leaves shared by the 4 siblings (see visit_full_subsets); adds to their sums.
   void leaf_block(const SubsetPrefix* siblings, int begin, int end, Sums* sums) {
     static_assert(kLeafBlock == 4, "leaf_block is written out for 4 siblings");
-    const double* __restrict xs = x;
-    const double* __restrict qs = mass;
-    const double* __restrict vs = v;
-    double* __restrict product = out;
     const double c0 = constant + siblings[0].power, c1 = constant + siblings[1].power,
                  c2 = constant + siblings[2].power, c3 = constant + siblings[3].power;
     const double w0 = siblings[0].weight, w1 = siblings[1].weight, w2 = siblings[2].weight, w3 = siblings[3].weight;
     const double y0 = siblings[0].weighted, y1 = siblings[1].weighted, y2 = siblings[2].weighted,
                  y3 = siblings[3].weighted;
-    double r0 = 0, r1 = 0, r2 = 0, r3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-#pragma omp simd reduction(+ : r0, r1, r2, r3, d0, d1, d2, d3)
-    for (int l = begin; l < end; ++l) {
-      const double xl = xs[l], ql = qs[l], vl = vs[l], xv = xl * vl;
-      double i0, i1, i2, i3;
-      four_reciprocals(c0 + xl, c1 + xl, c2 + xl, c3 + xl, i0, i1, i2, i3);
-      const double a0 = w0 * ql * i0, a1 = w1 * ql * i1, a2 = w2 * ql * i2, a3 = w3 * ql * i3;
-      const double e0 = (y0 + xv) * i0, e1 = (y1 + xv) * i1, e2 = (y2 + xv) * i2, e3 = (y3 + xv) * i3;
-      const double ad0 = a0 * e0, ad1 = a1 * e1, ad2 = a2 * e2, ad3 = a3 * e3;
-      const double r = (a0 + a1) + (a2 + a3), rd = (ad0 + ad1) + (ad2 + ad3);
-      product[l] += xl * (r * vl - rd);
-      r0 += a0, r1 += a1, r2 += a2, r3 += a3;
-      d0 += ad0, d1 += ad1, d2 += ad2, d3 += ad3;
-    }
+    double r[4], d[4];
+    full_subset_hessian_leaf_block(x, mass, v, out, c0, c1, c2, c3, w0, w1, w2, w3, y0, y1, y2, y3, begin, end, r, d);
+    const double r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3], d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
     sums[0] += Sums{r0, d0};
     sums[1] += Sums{r1, d1};
     sums[2] += Sums{r2, d2};
@@ -318,21 +248,9 @@ struct FullSubsetHessianTimes {
   }
 
   Sums leaves(const SubsetPrefix& prefix, int begin, int end) {
-    const double X = prefix.power, Y = prefix.weighted, W = prefix.weight, c = constant;
-    const double* __restrict xs = x;  // local restrict pointers: see FullSubsetGradient::leaf_range
-    const double* __restrict qs = mass;
-    const double* __restrict vs = v;
-    double* __restrict product = out;
-    double r_sum = 0.0, r_dot_sum = 0.0;
-#pragma omp simd reduction(+ : r_sum, r_dot_sum)
-    for (int l = begin; l < end; ++l) {
-      const double inverse = 1.0 / (c + X + xs[l]);
-      const double r = W * qs[l] * inverse;
-      const double dot = (Y + xs[l] * vs[l]) * inverse;
-      product[l] += r * xs[l] * (vs[l] - dot);
-      r_sum += r;
-      r_dot_sum += r * dot;
-    }
+    double r_sum, r_dot_sum;
+    full_subset_hessian_leaves(x, mass, v, out, prefix.power, prefix.weighted, prefix.weight, constant, begin, end,
+                               r_sum, r_dot_sum);
     return {r_sum, r_dot_sum};
   }
 

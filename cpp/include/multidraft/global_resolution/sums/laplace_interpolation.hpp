@@ -1,31 +1,13 @@
 // LaplaceSums (laplace_sums.hpp) for many variables: the same quadrature in t, with the
 // per-variable work moved off the nodes. LaplaceSums visits every variable at every node
 // (O(nodes m) exponentials and series); here every quantity is a smooth function of one
-// variable's x, interpolated on a Chebyshev grid over log x, so a pass costs O(m P) for P
-// points per piece plus O(nodes x grid points) at the nodes (measured: flat V = 32000, n = 3,
-// where m ~ 31800 and the certified rule has ~110 nodes).
-//
-// With z_u = e^{-t x_u}, g_u(λ) = e^{q_u λ} - 1 and K(t) = e^{b λ} prod_u (1 + z_u g_u(λ))
-// (degrees 0..N), expanding 1 / (1 + z_l g_l) in powers of z_l in LaplaceSums' gradient gives
-//   gradient_l = N! x_l sum_k q_l^{N-k} Fhat_k(x_l),  Fhat_k(x) = sum_i c_ik F_ki(x),
-//   F_ki(x) = ∫ e^{-t c} K_k(t) e^{-(i+1) t x} dt,
-//   c_ik = (-1)^i i! sum_{e=i}^{N-k-1} S(e, i) / ((N-k-e)! e!)   (S: Stirling numbers, 2nd kind)
-// (the q_l-degree of each term is N - k). Each F_ki is a Stieltjes transform of a nonnegative
-// measure in x (sum over subsets W of w_W / (c + X_W + (i+1) x)), interpolated with a relative
-// error certified by ChebyshevPieces::relative_error; its values at the grid's points come from
-// the trapezoidal rule in log t, whose relative error LaplaceSums::relative_error bounds at each
-// point and which interpolation amplifies by at most Lambda e^{2W} (Lebesgue constant, and the
-// largest ratio of a Stieltjes transform's values across a piece of width 2W in log x).
-// K itself needs, per node, the sums over variables of log(1 + z_u g_u) by degree:
-//   L_k(t) = sum_i l_ki Psi_k(i t),  Psi_k(s) = sum_u q_u^k e^{-s x_u},  l_ki = (-1)^{i+1} (i-1)! S(k, i) / k!,
-// and e^{-s e^v} is entire in v = log x and bounded by 1 in |Im v| <= pi / 2 for every s >= 0: the
-// sums are anterpolated (each variable's weight spread over its piece's points by the
-// Chebyshev interpolant's weights) with an absolute error at most eps_a sum_u q_u^k, which
-// perturbs K by a computable relative amount (kept in the gradient's bound).
-// The Hessian's diagonal and products follow from the same expansion with the series S(t) of
-// LaplaceSums (its t x-weighted sums from the same moments): conjugate gradients need no
-// certificate. Variables whose interpolated diagonal cancels are summed per node instead.
-// Not in [GR]: Appendix K enumerates the terms.
+// variable's x (a Stieltjes transform of a nonnegative measure, expanded in the Stirling-number
+// coefficients c_ik), interpolated on a Chebyshev grid over log x, and the node sums K(t) come
+// from moments of q^k anterpolated onto the grid's points: a pass costs O(m P) for P points per
+// piece plus O(nodes x grid points) at the nodes. The gradient's error stays certified: the
+// rule's, amplified by interpolation, the interpolants' own and the anterpolation's perturbation
+// of K. Ours, not in [GR] (Appendix K enumerates the terms): the expansion, the coefficients and
+// the bounds are derived in docs/design/summation.md, "Laplace interpolation".
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -45,8 +27,8 @@ class LaplaceInterpolation {
  public:
   // W, in units of log x, and the points per piece: the interpolation errors (ChebyshevPieces::
   // relative_error, and the anterpolation's below) are 1e-12 and 5e-13 certified, 2e-8 and 4e-8
-  // coarse; half-width 0.75 needed 20 and 12 points for the same (measured: the passes, about
-  // linear in the points, 5 to 10% faster for a V = 32000 row).
+  // coarse; a wider half-width needs more points for the same
+  // (docs/benchmarks/summation-internals.md, "Half-width of the interpolation pieces").
   static constexpr double kHalfWidth = 0.5;
   static constexpr int kCertifiedPoints = 16, kCoarsePoints = 10;
   // The rules in t: 7.9e-13 (certified) and 3.3e-8 (coarse) relative, amplified by Lambda e^{2W}
@@ -55,9 +37,9 @@ class LaplaceInterpolation {
   static constexpr LaplaceSums::Rule kCertified{0.3, 1e-13, 38.0, 1};
   static constexpr LaplaceSums::Rule kCoarse{0.45, 1e-8, 24.0, 1};
 
-  // Worth it against LaplaceSums, which visits m variables at each of its nodes (about 2 ns
-  // each); here about 60 ns per variable and 2 ns per (node, grid point, size) at the nodes
-  // (measured: n = 3 and 4 break even near m = 400).
+  // Worth it against LaplaceSums, which visits m variables at each of its nodes: here a variable
+  // costs about 30 such visits and a (node, grid point, size) one
+  // (docs/benchmarks/summation-internals.md, "Laplace interpolation against Laplace sums").
   static bool pays(int m, double log_spread, int n) {
     const double nodes = LaplaceSums::nodes_for(log_spread, kCertified);
     const double grid = (std::ceil(log_spread / (2.0 * kHalfWidth)) + 1.0) * kCertifiedPoints;
@@ -71,7 +53,7 @@ class LaplaceInterpolation {
   // placed point are those of every shifted one (same local coordinates), only the grid's points
   // scale, and with G(t) = sum_U w_U e^{-t X_U} = N! K_N(t) (∅ contributes b^N),
   //   rejected(s) = c ∫ e^{-tc} (G(t) - b^N) dt
-  // on the nodes of the shifted points. Not in [GR].
+  // on the nodes of the shifted points (docs/design/summation.md, "Level of an inner problem").
   struct Level {
     double aim = 0.0, tolerance = 0.0, low = 0.0, high = 0.0;
     double shift = 0.0;  // the shift found and applied (evaluate's gradient is at x e^shift)
@@ -134,7 +116,7 @@ class LaplaceInterpolation {
   static constexpr double kCancellation = 1e-2;
   static constexpr double kExpLimit = 708.0;  // e^{-r} is taken as 0 beyond (exp_negative clamps there)
   // Chebyshev coefficients below this are taken as 0: subnormal operands cost a hundred cycles
-  // each (measured: 4.4 ms instead of 0.25 for a certified pass over 32000 variables).
+  // each (docs/benchmarks/summation-internals.md, "Negligible coefficients").
   static constexpr double kNegligible = 1e-290;
   using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
@@ -276,6 +258,30 @@ class LaplaceInterpolation {
     shift_placement<P>(best);
   }
 
+  // runs_ (and order_): runs in the caller's order; beyond pieces + m / kChunk of them (runs
+  // shorter than a chunk on average) the variables are sorted by piece instead (a stable
+  // counting sort).
+  void cut_runs(const int* piece, int pieces, int m) {
+    const int most_runs = pieces + m / kChunk;
+    runs_.clear();
+    for (int begin = 0, u = 1; u <= m && static_cast<int>(runs_.size()) <= most_runs; ++u)
+      if (u == m || piece[u] != piece[begin]) runs_.push_back({piece[begin], begin, u}), begin = u;
+    order_.clear();
+    if (static_cast<int>(runs_.size()) > most_runs) {
+      std::vector<int> fill(pieces + 1, 0);
+      for (int u = 0; u < m; ++u) ++fill[piece[u] + 1];
+      runs_.clear();
+      for (int p = 0; p < pieces; ++p) {
+        if (fill[p + 1] > 0) runs_.push_back({p, fill[p], fill[p] + fill[p + 1]});
+        fill[p + 1] += fill[p];
+      }
+      order_.resize(m);
+      for (int u = 0; u < m; ++u) order_[fill[piece[u]]++] = u;
+    }
+  }
+
+  // Places the variables on a new grid: each one's piece, the runs, the occupied pieces' centres,
+  // and per slot the local coordinate xi, x and q.
   void place_variables(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset,
                        const std::vector<double>& q) {
     const int m = m_ = static_cast<int>(x.size());
@@ -296,24 +302,7 @@ class LaplaceInterpolation {
 #pragma omp simd
     for (int u = 0; u < m; ++u) piece[u] = std::min(static_cast<int>((exponent[u] - offset + to_grid) * inverse_width), pieces - 1);
 
-    // Runs in the caller's order; beyond pieces + m / kChunk of them (runs shorter than a chunk
-    // on average) the variables are sorted by piece instead (a stable counting sort).
-    const int most_runs = pieces + m / kChunk;
-    runs_.clear();
-    for (int begin = 0, u = 1; u <= m && static_cast<int>(runs_.size()) <= most_runs; ++u)
-      if (u == m || piece[u] != piece[begin]) runs_.push_back({piece[begin], begin, u}), begin = u;
-    order_.clear();
-    if (static_cast<int>(runs_.size()) > most_runs) {
-      std::vector<int> fill(pieces + 1, 0);
-      for (int u = 0; u < m; ++u) ++fill[piece[u] + 1];
-      runs_.clear();
-      for (int p = 0; p < pieces; ++p) {
-        if (fill[p + 1] > 0) runs_.push_back({p, fill[p], fill[p] + fill[p + 1]});
-        fill[p + 1] += fill[p];
-      }
-      order_.resize(m);
-      for (int u = 0; u < m; ++u) order_[fill[piece[u]]++] = u;
-    }
+    cut_runs(piece, pieces, m);
     // Occupied pieces, numbered in increasing x.
     std::vector<int> occupied_index(pieces, -1);
     for (const Run& run : runs_) occupied_index[run.piece] = 0;
@@ -537,6 +526,10 @@ class LaplaceInterpolation {
     return instance;
   }
 
+  // evaluate for n = N, P points per piece, in the steps of docs/design/summation.md, "Laplace
+  // interpolation" (marked below). One body, longer than a screen, on purpose: split into
+  // functions, GCC inlined and fused the pass's multiply-adds differently and the accepted mass
+  // and error bound moved by an ulp (the results must stay bit-identical).
   template <int N, int P>
   double evaluate_sized(const Eigen::VectorXd& x, const Eigen::VectorXd& a, double offset, const std::vector<double>& q,
                         const std::vector<double>& bases, double c, const Eigen::VectorXd& target,
@@ -730,8 +723,8 @@ class LaplaceInterpolation {
             a_bound[l] += power[l] * ea;
           }
         }
-        // Local restrict pointers: through the lambda's captures GCC assumed the stores alias
-        // and left this loop scalar (measured: a third of the pass on AVX2).
+        // Local restrict pointers: through the lambda's captures GCC assumed the stores alias and
+        // left this loop scalar (docs/benchmarks/summation-internals.md, "Restrict pointers in lambdas").
         const double* __restrict xs = xs_.data() + slot0;
         double* __restrict firsts = first_.data() + slot0;
         double* __restrict d1s = d1_.data() + slot0;
@@ -790,12 +783,7 @@ class LaplaceInterpolation {
   void hessian_times_sized(const Eigen::VectorXd& v, Eigen::VectorXd& out, std::vector<double>& scratch) const {
     const Coefficients& coefficient = coefficients_for<N>();
     if (N < 2) return;
-    double n_factorial = 1.0;
-    for (int d = 2; d <= N; ++d) n_factorial *= d;
     const int points = static_cast<int>(points_.size());
-    // Moments of v q^k (k = 1..N-1), at t X e^{-i t X}: the sums R of LaplaceSums::hessian_times.
-    constexpr int F = N - 1;
-    Matrix moments;
     // The caller's working rows: v in sequence order (when sorted), then the coefficients.
     const int m = m_;
     out.resize(m);
@@ -803,6 +791,30 @@ class LaplaceInterpolation {
     scratch.resize(coefficient_start + static_cast<std::size_t>(centres_.size()) * N * P);
     for (std::size_t slot = 0; slot < coefficient_start; ++slot) scratch[slot] = v[order_[slot]];
     const double* __restrict vs = order_.empty() ? v.data() : scratch.data();
+    Matrix moments;
+    anterpolate_products<N, P>(vs, moments);
+    Matrix measures(nodes_, N);
+    std::vector<double> node_sums(exact_slots_.empty() ? 0 : static_cast<std::size_t>(nodes_) * (N + 1), 0.0);
+    product_measures<N>(moments, measures, node_sums);
+    Eigen::MatrixXd values = Eigen::MatrixXd::Zero(points, N);  // column-major, as in evaluate_sized
+    Matrix combined(nodes_, N);
+    for (int i = 0; i + 1 < N; ++i) {
+      combined.setZero();
+      for (int k = 1; k + i < N; ++k) combined.col(k) = coefficient.c[i][k] * measures.col(k);
+      exponentials_[i].add_transposed_times(combined, values.data(), points);
+    }
+    coefficients<P>(values, scratch, coefficient_start);
+    product_rows<N, P>(scratch.data() + coefficient_start, vs, out);
+    for (std::size_t e = 0; e < exact_slots_.size(); ++e) {  // per node instead
+      const int slot = exact_slots_[e];
+      out[variable(slot)] += vs[slot] * exact_diagonal_[e] - exact_terms<N>(slot, node_sums.data(), vs[slot]);
+    }
+  }
+
+  // Moments of v q^k (k = 1..N-1), at t X e^{-i t X}: the sums R of LaplaceSums::hessian_times.
+  template <int N, int P>
+  void anterpolate_products(const double* __restrict vs, Matrix& moments) const {
+    constexpr int F = N - 1;
     anterpolate<P, F>(
         [&](int s0, int count, auto& w) {
           const double* __restrict qs = qs_.data() + s0;
@@ -817,11 +829,17 @@ class LaplaceInterpolation {
           }
         },
         moments);
-    Matrix measures(nodes_, N);
+  }
+
+  // Per node: R (the dual-number sums, degrees 1..N-1; copied to node_sums when non-empty, for
+  // exact_terms) and the measures h t e^{-tc} (K R)_k whose transforms are interpolated.
+  template <int N>
+  void product_measures(const Matrix& moments, Matrix& measures, std::vector<double>& node_sums) const {
+    const Coefficients& coefficient = coefficients_for<N>();
+    constexpr int F = N - 1;
     measures.setZero();
     std::vector<Matrix> sums(N);
     for (int i = 1; i < N; ++i) scaled_[i - 1].times<F>(moments, sums[i - 1]);
-    std::vector<double> node_sums(exact_slots_.empty() ? 0 : static_cast<std::size_t>(nodes_) * (N + 1), 0.0);
     for (int j = 0; j < nodes_; ++j) {
       double R[N + 1] = {};
       for (int k = 1; k < N; ++k)
@@ -834,15 +852,13 @@ class LaplaceInterpolation {
         measures(j, k) = weight_[j] * KR;
       }
     }
-    Eigen::MatrixXd values = Eigen::MatrixXd::Zero(points, N);  // column-major, as in evaluate_sized
-    Matrix combined(nodes_, N);
-    for (int i = 0; i + 1 < N; ++i) {
-      combined.setZero();
-      for (int k = 1; k + i < N; ++k) combined.col(k) = coefficient.c[i][k] * measures.col(k);
-      exponentials_[i].add_transposed_times(combined, values.data(), points);
-    }
-    coefficients<P>(values, scratch, coefficient_start);
-    const double* coefficient_rows = scratch.data() + coefficient_start;
+  }
+
+  // out's rows of the product, block by block (cancelled slots: 0 here, exact_terms after).
+  template <int N, int P>
+  void product_rows(const double* coefficient_rows, const double* __restrict vs, Eigen::VectorXd& out) const {
+    double n_factorial = 1.0;
+    for (int d = 2; d <= N; ++d) n_factorial *= d;
     constexpr int PC = std::min(P, kCurvatureTerms);  // products, like the diagonal, need no certificate
     double product[kLanes];
     for_each_block([&](int o, int s0, int count) {
@@ -873,10 +889,6 @@ class LaplaceInterpolation {
           out[variable(s0 + l)] = cancelled[l] != 0.0 ? 0.0 : v_block[l] * d1[l] - n_factorial * x[l] * h[l];
       }
     });
-    for (std::size_t e = 0; e < exact_slots_.size(); ++e) {  // per node instead
-      const int slot = exact_slots_[e];
-      out[variable(slot)] += vs[slot] * exact_diagonal_[e] - exact_terms<N>(slot, node_sums.data(), vs[slot]);
-    }
   }
 
   // One variable's Hessian terms by LaplaceSums' per-node formulas, for the slots whose
@@ -924,7 +936,7 @@ class LaplaceInterpolation {
   // The nodes in t and what products reuse: t_j, h t_j e^{-t_j c}, K per node, e^{-i t_j X}.
   std::vector<double> t_, weight_, K_, S_;
   // Only grow (GrowingMatrix): fresh blocks of this size are mapped page by page, and their size
-  // changes with every point's spread (measured: 0.65 ms of page faults in a 1.7 MB table).
+  // changes with every point's spread (docs/benchmarks/summation-internals.md, "Tables that only grow").
   std::vector<GrowingMatrix> exponentials_, scaled_;
   // Slots whose diagonal cancelled (summed per node: exact_terms), flagged per slot, and their
   // exact diagonal.

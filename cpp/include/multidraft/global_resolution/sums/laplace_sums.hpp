@@ -1,17 +1,12 @@
 // Every grouped term of the Global Resolution objectives ([GR] Eqs. 12 and 15, grouped as in
-// Appendix K with the EGF weights of spec §2.7), of every size 1..n, summed without enumerating
-// a single subset, through the Laplace transform 1/s = ∫_0^∞ e^{-t s} dt. With s_U = c + X_U
-// (c = 1 with the slack token, 0 without), x = e^a, z_u = e^{-t x_u} and
-// g_u(λ) = e^{q_u λ} - 1, the weights w_U = n! [λ^n] e^{b λ} prod_{u in U} g_u(λ) give
-//   sum_{U ∋ l} w_U e^{-t X_U} = n! [λ^n] e^{b λ} z_l g_l(λ) prod_{u != l} (1 + z_u g_u(λ)),
-// a product over all variables (expand it over the subsets of the others): per t, one pass sums
-// the series log(1 + z_u g_u) (degree n), and a second divides each variable's own factor out.
-// The integral is the trapezoidal rule in u = log t, which converges geometrically for this
-// integrand (analytic in the strip |Im u| < pi / 2, [TW] Theorem 5.1) with a relative error
-// independent of s, on a node range covering every s_U. Every quantity a Newton pass needs is a
-// nonnegative sum of such terms, so the gradient's L1 error is at most relative_error() times
-// the mass it allocates: certified, for any spread of a (the nodes follow log(s_max / s_min)).
-// Not in [GR]: with it, n = 3 and 4 need no stored grouped term at any vocabulary size.
+// Appendix K, with the EGF weights w_U = n! [λ^n] e^{b λ} prod_{u in U} (e^{q_u λ} - 1) of
+// docs/design/summation.md, "EGF weights"), of every size 1..n, summed without enumerating a
+// single subset, through the Laplace transform 1/s = ∫_0^∞ e^{-t s} dt: at each node t, the sum
+// over the terms holding l is one coefficient of a product over all variables, one pass sums the
+// logs of its factors and a second divides each variable's own factor out. The integral is the
+// trapezoidal rule in log t ([TW] Theorem 5.1), whose relative error is independent of s, so the
+// gradient's L1 error is certified for any spread of a. Ours, not in [GR]: derivation and bounds
+// in docs/design/summation.md, "Laplace sums".
 // [TW]: L. N. Trefethen and J. A. C. Weideman, The exponentially convergent trapezoidal rule,
 // SIAM Review 56 (2014).
 #pragma once
@@ -24,32 +19,9 @@
 
 #include <Eigen/Dense>
 
-namespace multidraft {
+#include "multidraft/detail/sum_kernels.hpp"  // exp_negative, sum_row
 
-// e^{-r} for r >= 0 in a form loops vectorise (std::exp does not, short of -ffast-math): r = k
-// log 2 - f with |f| <= log(2) / 2, e^{-f} by its Taylor series to degree 13 (the rest is below
-// 1e-17 relative), 2^{-k} by the exponent bits. r is clamped to 708 (e^{-708} ~ 3e-308, a
-// normal number): within a few ulps of std::exp below that.
-inline double exp_negative(double r) {
-  constexpr double kLog2e = 1.4426950408889634, kLn2High = 6.93147180369123816490e-01,
-                   kLn2Low = 1.90821492927058770002e-10, kShifter = 6755399441055744.0;  // 1.5 * 2^52
-  r = std::min(r, 708.0);
-  const double shifted = r * kLog2e + kShifter;  // rounds r / log 2 to the integer k in the low bits
-  const double k = shifted - kShifter;
-  const double f = (k * kLn2High - r) + k * kLn2Low;  // -r + k log 2, |f| <= 0.35
-  double series = 1.0 / 6227020800.0;                 // 1 / 13!
-  double inverse_factorial = 1.0 / 6227020800.0;
-  for (int d = 13; d >= 1; --d) {
-    inverse_factorial *= d;  // 1 / (d - 1)!
-    series = series * f + inverse_factorial;
-  }
-  std::uint64_t bits;
-  std::memcpy(&bits, &shifted, sizeof bits);
-  const std::uint64_t scale_bits = (1023ULL - (bits & 0x7ffULL)) << 52;  // 2^{-k}, 0 <= k <= 1022
-  double scale;
-  std::memcpy(&scale, &scale_bits, sizeof scale);
-  return series * scale;
-}
+namespace multidraft {
 
 // z_u g_u(λ) = z_u (e^{q_u λ} - 1) by degree: phi[d] = z q_u^d / d! (d = 1..N) from the
 // variable's column of the power table (column[(d - 1) stride] = q_u^d / d!).
@@ -91,7 +63,8 @@ template <int N>
 // G = sum_d q^d / d! M_{N-d} and H = sum_d q^d / d! (M * E)_{N-d}, with column[(d - 1) stride] =
 // q^d / d!. Shared by LaplaceSums' per-variable loops and LaplaceInterpolation's variables summed
 // per node. Sums: any array indexed 1..N-1. (LaplaceSums' Hessian products keep their own loop:
-// through this one, G unused, GCC 12 vectorised them worse: peaked (100, 3) 10% slower.)
+// through this one, G unused, GCC 12 vectorised them worse; docs/benchmarks/summation-internals.md,
+// "Own-factor sums in the Hessian products".)
 template <int N, class Sums>
 [[gnu::always_inline]] inline void own_factor_sums(const double (&phi)[N + 1], const double* numerator, const Sums& sums,
                                                    double own, const double* column, int stride, double& G, double& H) {
@@ -136,18 +109,16 @@ class LaplaceSums {
   static int nodes_for(double log_ratio, const Rule& rule = kCertified) {
     return static_cast<int>(std::ceil((log_ratio + std::log(rule.high_tail / rule.low_tail)) / rule.step)) + 1;
   }
-  // Worth it against enumerating `terms` grouped terms (about 2 ns each, full_subsets.hpp): a
-  // node costs about 10 ns per variable (both passes, n = 4, measured on an AMD EPYC).
+  // Worth it against enumerating `terms` grouped terms: a node costs about five enumerated terms
+  // per variable (docs/benchmarks/summation-internals.md, "Laplace sums against enumeration").
   static bool pays(int m, double log_ratio, double terms) {
     return 10.0 * nodes_for(log_ratio) * static_cast<double>(m) < 2.0 * terms;
   }
 
   // Bound on |rule - 1/s^p| s^p for every s in [s_min, s_max] (p = 1: gradients, p = 2: the
-  // Hessian's second part). [TW] Theorem 5.1: the integrand f(u) = e^{p u} e^{-s e^u} is analytic
-  // in |Im u| < pi / 2 with ∫|f(u + i y)| du = Gamma(p) / (s cos y)^p, so the infinite rule errs by
-  // at most 2 / (cos(d)^p (e^{2 pi d / h} - 1)) relative, for any d < pi / 2 (minimised here).
-  // Truncation: below t_min the terms sum to at most t_min^p s^p... <= low_tail^p relative; above
-  // t_max they fall faster than geometrically from T^p e^{-T}. Plus 1e-13 for rounding.
+  // Hessian's second part): the infinite rule's 2 / (cos(d)^p (e^{2 pi d / h} - 1)) ([TW] Theorem
+  // 5.1, minimised over d < pi / 2), the two truncated tails and 1e-13 for rounding
+  // (docs/design/summation.md, "Laplace sums").
   static double relative_error(int p, const Rule& rule = kCertified) {
     double best = 1.0;
     for (double delta = 1e-3; delta < 1.5; delta += 1e-3) {
@@ -183,7 +154,8 @@ class LaplaceSums {
   // in mu of the same product with z_u (1 + mu t x_u v_u) for z_u (a dual number). That part
   // takes every product_stride-th node of the rule (certified: step 2 h, about 1e-4 relative,
   // relative_error at that step): conjugate gradients need a direction, not certified digits, and
-  // the products are much of a Newton iteration's work (measured: flat V = 32000, n = 3). For the
+  // the products are much of a Newton iteration's work (docs/benchmarks/summation-internals.md,
+  // "Coarser Hessian products"). For the
   // same reason they start at t s_max = kProductLowTail: the inner sum weighs 1 / s_U^2, whose
   // integrand t e^{-t s} leaves at most (t_min s)^2 / 2 <= 5e-5 below (a third of the coarse
   // rule's nodes, half of the certified rule's product nodes).
@@ -248,12 +220,7 @@ class LaplaceSums {
   }
 
   // Loops with array reductions do not vectorise (GCC 12): per-variable terms are stored, then summed.
-  static double row_sum(const double* __restrict row, int m) {
-    double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (int u = 0; u < m; ++u) sum += row[u];
-    return sum;
-  }
+  static double row_sum(const double* __restrict row, int m) { return sum_row(row, m); }
 
   // exp of a series with zero constant term, degrees 0..N.
   template <int N>
@@ -266,9 +233,29 @@ class LaplaceSums {
     }
   }
 
+  // evaluate for n = N: the tables, then the rule's nodes one by one (add_node), then the sums
+  // into the caller's vectors and the error bound.
   template <int N>
   double evaluate_sized(const Eigen::VectorXd& x, const std::vector<double>& q, const std::vector<double>& bases,
                         double c, double eps, Eigen::VectorXd& gradient, Eigen::VectorXd& diagonal) {
+    const int m = static_cast<int>(x.size());
+    prepare<N>(x, q, c);
+    double n_factorial = 1.0;
+    for (int d = 2; d <= N; ++d) n_factorial *= d;
+    double accepted = 0.0, allocated = 0.0;
+    for (int j = 0; j < nodes_; ++j) add_node<N>(j, bases, c, n_factorial, accepted);
+    for (int l = 0; l < m; ++l) {
+      gradient[l] += first_[l];
+      diagonal[l] += diagonal_[l];
+      allocated += std::abs(first_[l]);
+    }
+    gradient_error_ = eps / (1.0 - eps) * std::max(allocated, std::abs(accepted));
+    return accepted;
+  }
+
+  // The point x, the power table q^d / d!, zeroed sums and the rule's nodes for it.
+  template <int N>
+  void prepare(const Eigen::VectorXd& x, const std::vector<double>& q, double c) {
     const int m = static_cast<int>(x.size());
     m_ = m, n_ = N, c_ = c;
     x_ = x;
@@ -277,61 +264,56 @@ class LaplaceSums {
       double power = 1.0;
       for (int d = 1; d <= N; ++d) powers_[(d - 1) * m + u] = power *= q[u] / d;
     }
-    double n_factorial = 1.0;
-    for (int d = 2; d <= N; ++d) n_factorial *= d;
     r_.resize(m);
     z_.resize(m);
     first_.setZero(m);
     diagonal_.setZero(m);
     place_nodes(x, c);
     products_.resize(static_cast<std::size_t>(nodes_) * (N + 1));
+  }
+
+  // Node j of the rule: the product K over all variables (kept for hessian_times), then every
+  // variable's terms at t_j added to first_ and diagonal_, and their accepted mass to `accepted`.
+  template <int N>
+  void add_node(int j, const std::vector<double>& bases, double c, double n_factorial, double& accepted) {
+    const int m = m_;
     const bool two_bases = bases.size() > 1;
-    double accepted = 0.0, allocated = 0.0;
-    for (int j = 0; j < nodes_; ++j) {
-      const double t = std::exp(u0_ + j * rule_.step), weight = rule_.step * std::exp(-t * c);
-      std::array<double, N + 1> L, A;
-      std::array<double, N> S;
-      log_product<N>(t, L, S);
-      A = L;
-      A[1] += bases[0];
-      double* K = &products_[static_cast<std::size_t>(j) * (N + 1)];  // e^{b λ} prod_u (1 + z_u g_u)
-      series_exp<N>(A, K);
-      double K_accepted[N + 1];
-      A[1] += (two_bases ? bases[1] : bases[0]) - bases[0];
-      series_exp<N>(A, K_accepted);
-      if (weight == 0.0) continue;
-      const double* __restrict powers = powers_.data();
-      const double* __restrict rs = r_.data();
-      const double* __restrict zs = z_.data();
-      double* __restrict first = first_.data();
-      double* __restrict curvature = diagonal_.data();
-      const double tc = t * c;
-      double accepted_sum = 0.0;
+    const double t = std::exp(u0_ + j * rule_.step), weight = rule_.step * std::exp(-t * c);
+    std::array<double, N + 1> L, A;
+    std::array<double, N> S;
+    log_product<N>(t, L, S);
+    A = L;
+    A[1] += bases[0];
+    double* K = &products_[static_cast<std::size_t>(j) * (N + 1)];  // e^{b λ} prod_u (1 + z_u g_u)
+    series_exp<N>(A, K);
+    double K_accepted[N + 1];
+    A[1] += (two_bases ? bases[1] : bases[0]) - bases[0];
+    series_exp<N>(A, K_accepted);
+    if (weight == 0.0) return;
+    const double* __restrict powers = powers_.data();
+    const double* __restrict rs = r_.data();
+    const double* __restrict zs = z_.data();
+    double* __restrict first = first_.data();
+    double* __restrict curvature = diagonal_.data();
+    const double tc = t * c;
+    double accepted_sum = 0.0;
 #pragma omp simd reduction(+ : accepted_sum)
-      for (int l = 0; l < m; ++l) {
-        const double z = zs[l], r = rs[l];
-        double phi[N + 1], Ma[N];  // K' / (1 + z_l g_l), degrees 0..N-1 (the accepted mass's base)
-        factor_coefficients<N>(z, powers + l, m, phi);
-        double G, H;  // H: sum_{U ∋ l} w_U e^{-t X_U} (t X_{U \ l}) / z_l
-        own_factor_sums<N>(phi, K, S, r, powers + l, m, G, H);
-        divide_by_factor<N>(phi, K_accepted, Ma);
-        double Ga = 0.0;
-#pragma GCC unroll 16
-        for (int d = 1; d <= N; ++d) Ga += powers[(d - 1) * m + l] * Ma[N - d];
-        const double share = weight * n_factorial * r * z;  // h t x_l e^{-t c} e^{-t x_l}
-        first[l] += share * G;
-        curvature[l] += share * (tc * G + H);  // x_l (c + X_{U \ l}) / s_U^2: no cancellation
-        accepted_sum += share * Ga;
-      }
-      accepted += accepted_sum;
-    }
     for (int l = 0; l < m; ++l) {
-      gradient[l] += first_[l];
-      diagonal[l] += diagonal_[l];
-      allocated += std::abs(first_[l]);
+      const double z = zs[l], r = rs[l];
+      double phi[N + 1], Ma[N];  // K' / (1 + z_l g_l), degrees 0..N-1 (the accepted mass's base)
+      factor_coefficients<N>(z, powers + l, m, phi);
+      double G, H;  // H: sum_{U ∋ l} w_U e^{-t X_U} (t X_{U \ l}) / z_l
+      own_factor_sums<N>(phi, K, S, r, powers + l, m, G, H);
+      divide_by_factor<N>(phi, K_accepted, Ma);
+      double Ga = 0.0;
+#pragma GCC unroll 16
+      for (int d = 1; d <= N; ++d) Ga += powers[(d - 1) * m + l] * Ma[N - d];
+      const double share = weight * n_factorial * r * z;  // h t x_l e^{-t c} e^{-t x_l}
+      first[l] += share * G;
+      curvature[l] += share * (tc * G + H);  // x_l (c + X_{U \ l}) / s_U^2: no cancellation
+      accepted_sum += share * Ga;
     }
-    gradient_error_ = eps / (1.0 - eps) * std::max(allocated, std::abs(accepted));
-    return accepted;
+    accepted += accepted_sum;
   }
 
   template <int N>

@@ -1,15 +1,11 @@
 // The full-size pair terms of n = 2 in the Global Resolution objectives ([GR] Eqs. 12 and 15,
-// |U| = 2, weight 2 q_k q_l for every EGF base) without enumerating the m^2 / 2 pairs: every
-// quantity a pass needs is a sum over partners k of a kernel in s_lk = c + x_l + x_k (c = 1 with
-// the slack token, 0 without):
-//   A_l = sum_{k != l} q_k / s_lk,   B_l = sum_{k != l} q_k / s_lk^2,
-//   C_l = sum_{k != l} q_k x_k v_k / s_lk^2           (Hessian-vector products),
-// that is a Stieltjes transform F(y) = sum_k mu_k / (y + x_k)^p at y_l = c + x_l, minus the
-// k = l term, interpolated from its values at the nodes of a log-axis Chebyshev grid
-// (chebyshev_pieces.hpp). Then gradient_l += 2 q_l x_l A_l, Hessian_ll +=
-// 2 q_l x_l (A_l - x_l B_l). A pass costs about (nodes + N) m operations instead of
-// m^2 / 2 divisions (m = 1000: 22 to 130 nodes). The gradient's error is bounded and reported
-// (gradient_error) so that the stopping rule and the Lemma 6.6 bounds stay certified.
+// |U| = 2, weight 2 q_k q_l for every EGF base) without enumerating the m^2 / 2 pairs: each
+// variable's sums over its partners k,
+//   A_l = sum_{k != l} q_k / s_lk,   B_l = sum_{k != l} q_k / s_lk^2,   s_lk = c + x_l + x_k,
+// are Stieltjes transforms at y_l = c + x_l less the k = l term, interpolated on a log-axis
+// Chebyshev grid (chebyshev_pieces.hpp): about (nodes + N) m operations instead of m^2 / 2
+// divisions. The gradient's error is bounded and reported (gradient_error) so that the stopping
+// rule and the [GR] Lemma 6.6 bounds stay certified (docs/design/summation.md, "Pair terms").
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -23,10 +19,8 @@ namespace multidraft {
 
 class PairSums {
  public:
-  // Worth it when interpolation beats the enumerated pass. Measured (Intel Xeon, m = 40 to 4000):
-  // an evaluate costs about m (25 + 0.25 nodes) ns interpolated against 0.18 m^2 ns enumerated,
-  // a Hessian-vector product m (3 + 0.1 nodes) against 0.17 m^2; with two products per evaluate
-  // the two break even near m = 30 + nodes / 2.
+  // Worth it when interpolation beats the enumerated pass: the two break even near
+  // m = 30 + nodes / 2 (docs/benchmarks/summation-internals.md, "Pair sums against enumeration").
   static bool pays(int m, double u_span) {
     return m > 30 + ChebyshevPieces::pieces_for(u_span) * ChebyshevPieces::kNodes / 2;
   }
@@ -57,7 +51,8 @@ class PairSums {
       accepted += own * A;
       bound_base += own * F[j];
     }
-    // |error of A_l| <= eps F(y_l)(true) <= eps / (1 - eps) F(y_l)(interpolated).
+    // |error of A_l| <= eps F(y_l)(true) <= eps / (1 - eps) F(y_l)(interpolated)
+    // (docs/design/summation.md, "Pair terms").
     static const double eps = ChebyshevPieces::relative_error(1);
     gradient_error_ = eps / (1.0 - eps) * bound_base;
     return accepted;
