@@ -283,4 +283,19 @@ template <int kRows>
   d[0] = d0, d[1] = d1, d[2] = d2, d[3] = d3;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Power series.
+
+// K = exp(A) as power series to degree N, for A with zero constant term (A[0] is not read), by
+// the recurrence k K_k = sum_{i=1..k} i A_i K_{k-i} of K' = A' K.
+template <int N>
+inline void exp_of_series(const double* A, double* K) {
+  K[0] = 1.0;
+  for (int k = 1; k <= N; ++k) {
+    double acc = 0.0;
+    for (int i = 1; i <= k; ++i) acc += i * A[i] * K[k - i];
+    K[k] = acc / k;
+  }
+}
+
 }  // namespace multidraft

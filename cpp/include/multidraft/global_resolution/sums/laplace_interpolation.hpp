@@ -214,7 +214,7 @@ class LaplaceInterpolation {
     for (int k = 1; k <= N; ++k)
       for (int i = 1; i <= k; ++i) A[k] += coefficient.log[k][i] * sums[i - 1](j, k - 1);
     A[1] += b;
-    series_exp<N>(A, K);
+    exp_of_series<N>(A, K);
   }
 
   // Level: the secant method on log rejected(s), which falls with s (slope -1 where every
@@ -511,16 +511,6 @@ class LaplaceInterpolation {
   }
 
   template <int N>
-  static void series_exp(const double (&A)[N + 1], double (&K)[N + 1]) {
-    K[0] = 1.0;
-    for (int k = 1; k <= N; ++k) {
-      double acc = 0.0;
-      for (int i = 1; i <= k; ++i) acc += i * A[i] * K[k - i];
-      K[k] = acc / k;
-    }
-  }
-
-  template <int N>
   static const Coefficients& coefficients_for() {
     static const Coefficients instance(N);
     return instance;
@@ -661,7 +651,7 @@ class LaplaceInterpolation {
       for (int i = 1; i <= k; ++i) l1 += std::abs(coefficient.log[k][i]);
       eta[k] = anterpolation_error * mass[k] * l1;
     }
-    series_exp<N>(eta, E);
+    exp_of_series<N>(eta, E);
     E[0] = 0.0;
     double gradient_gamma[N], accepted_gamma[N];  // bound_k = sum_e gamma_e ratio_ke Fabs_{k-e}
     for (int e = 0; e < N; ++e) {

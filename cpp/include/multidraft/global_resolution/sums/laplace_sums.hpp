@@ -19,7 +19,7 @@
 
 #include <Eigen/Dense>
 
-#include "multidraft/detail/sum_kernels.hpp"  // exp_negative, sum_row
+#include "multidraft/detail/sum_kernels.hpp"  // exp_negative, sum_row, exp_of_series
 
 namespace multidraft {
 
@@ -222,17 +222,6 @@ class LaplaceSums {
   // Loops with array reductions do not vectorise (GCC 12): per-variable terms are stored, then summed.
   static double row_sum(const double* __restrict row, int m) { return sum_row(row, m); }
 
-  // exp of a series with zero constant term, degrees 0..N.
-  template <int N>
-  static void series_exp(const std::array<double, N + 1>& A, double* K) {
-    K[0] = 1.0;
-    for (int k = 1; k <= N; ++k) {
-      double acc = 0.0;
-      for (int i = 1; i <= k; ++i) acc += i * A[i] * K[k - i];
-      K[k] = acc / k;
-    }
-  }
-
   // evaluate for n = N: the tables, then the rule's nodes one by one (add_node), then the sums
   // into the caller's vectors and the error bound.
   template <int N>
@@ -285,10 +274,10 @@ class LaplaceSums {
     A = L;
     A[1] += bases[0];
     double* K = &products_[static_cast<std::size_t>(j) * (N + 1)];  // e^{b λ} prod_u (1 + z_u g_u)
-    series_exp<N>(A, K);
+    exp_of_series<N>(A.data(), K);
     double K_accepted[N + 1];
     A[1] += (two_bases ? bases[1] : bases[0]) - bases[0];
-    series_exp<N>(A, K_accepted);
+    exp_of_series<N>(A.data(), K_accepted);
     if (weight == 0.0) return;
     const double* __restrict powers = powers_.data();
     const double* __restrict rs = r_.data();
