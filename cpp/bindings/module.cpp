@@ -65,8 +65,8 @@ void without_gil(const Core& core) {
 }
 
 py::array_t<double> py_transport(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts,
-                              const VerifierOptions& options, const std::optional<Doubles>& p_scale,
-                              const std::optional<Doubles>& q_scale) {
+                                 const VerifierOptions& options, const std::optional<Doubles>& p_scale,
+                                 const std::optional<Doubles>& q_scale) {
   const BatchRows b = batch_rows(p, q, p_scale, q_scale);
   py::array_t<double> out({p.shape(0), p.shape(1)});
   const int n = static_cast<int>(drafts.shape(1));
@@ -77,7 +77,8 @@ py::array_t<double> py_transport(const std::string& method, const Doubles& p, co
 }
 
 Ints py_verify(const std::string& method, const Doubles& p, const Doubles& q, const Ints& drafts, const Seeds& seeds,
-            const VerifierOptions& options, const std::optional<Doubles>& p_scale, const std::optional<Doubles>& q_scale) {
+               const VerifierOptions& options, const std::optional<Doubles>& p_scale,
+               const std::optional<Doubles>& q_scale) {
   const BatchRows b = batch_rows(p, q, p_scale, q_scale);
   Ints out(p.shape(0));
   const int n = static_cast<int>(drafts.shape(1));
@@ -92,7 +93,7 @@ Ints py_verify(const std::string& method, const Doubles& p, const Doubles& q, co
 // int64, one seed (verify_one_row). None when p or q is refused or a draft is out of range, for
 // the caller's general path to say what is wrong.
 py::object py_verify_row(const std::string& method, const py::array& p, const py::array& q, const py::array& drafts,
-                      std::uint64_t seed, const VerifierOptions& options, double tolerance) {
+                         std::uint64_t seed, const VerifierOptions& options, double tolerance) {
   auto float64_row = [](const py::array& x) {
     return x.ndim() == 1 && x.dtype().equal(py::dtype::of<double>()) && (x.flags() & py::array::c_style) != 0;
   };
@@ -110,7 +111,7 @@ py::object py_verify_row(const std::string& method, const py::array& p, const py
 }
 
 py::array_t<double> py_acceptance(const std::string& method, const Doubles& p, const Doubles& q, int n,
-                               const VerifierOptions& options) {
+                                  const VerifierOptions& options) {
   const BatchRows b = batch_rows(p, q);
   py::array_t<double> out(p.shape(0));
   double* o = out.mutable_data();

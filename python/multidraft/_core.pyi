@@ -37,7 +37,7 @@ def check_drawable(q: npt.NDArray[np.float64], kind: str, n: int, drafts: npt.ND
     """Raise ValueError unless every tuple of drafts (M, n) has positive probability under the scheme
     (the check of every verifier, draft_scheme.hpp)."""
 def equal_row_runs(p: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """Starts of the runs of consecutive equal (p, q) rows, then B (row_runs.hpp)."""
+    """Starts of the runs of consecutive equal (p, q) rows, then B (batch/row_runs.hpp)."""
 class VerifierOptions:
     """Options of a batched verifier call: the draft scheme, RRS without replacement, khisti's
     truncation (-1: none), the work limit of enumerating acceptances, and Global Resolution's
@@ -74,7 +74,7 @@ def verify_row(
 def acceptance(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, options: VerifierOptions = ...,
 ) -> npt.NDArray[np.float64]:
-    """Exact acceptance (B,) of a verifier method per row (verifier_registry.hpp)."""
+    """Exact acceptance (B,) of a verifier method per row (plans/verifier_registry.hpp)."""
 def row_scales(x: npt.NDArray[np.float64], tolerance: float) -> npt.NDArray[np.float64] | None:
     """C-contiguous float64 (B, V) -> 1 / row sums (B,), or None when a row is refused as by
     `normalised_rows`; x times its scale is, entry by entry, the row normalised_rows writes."""
