@@ -112,8 +112,7 @@ void for_each_full_subset(const FullSubsetTerms& terms, Policy& policy) {
 // Gradient, Hessian diagonal, optionally the dense Hessian's strict lower triangle (column-major
 // m x m as Eigen stores it, entry (larger, smaller index); its diagonal is `diagonal`) and
 // the accepted mass sum_U w_U X_U / (c + X_U), where c = 1 with the slack token and 0 without.
-// With share
-// s_u = x_u / (c + X_U) and r_U = w_U / (c + X_U): gradient_u += x_u r_U,
+// With share s_u = x_u / (c + X_U) and r_U = w_U / (c + X_U): gradient_u += x_u r_U,
 // Hessian_uu += w s_u (1 - s_u) = x_u r_U - x_u^2 r_U / total, Hessian_uv -= x_u x_v r_U / total.
 struct FullSubsetGradient {
   struct Sums {
