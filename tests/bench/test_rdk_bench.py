@@ -51,7 +51,7 @@ def test_timing_small():
 
 
 def test_cli_rdk_runs_on_a_dataset_file(tmp_path, capsys):
-    """Real next-token pairs (issue 6's file format) replace the synthetic ones."""
+    """Real next-token pairs (the file format of scripts/train_pair.py) replace the synthetic ones."""
     data = bench.synthetic_pairs(200, 48, seed=3)
     np.savez(tmp_path / "pairs.npz", p=data["p"], q=data["q"], target_logits=data["target_logits"],
              token_counts=data["token_counts"], meta=np.array(json.dumps({"corpus": "test"})))
