@@ -19,7 +19,7 @@
 #include "multidraft/core/draft_scheme.hpp"
 #include "multidraft/detail/radix_sort.hpp"
 #include "multidraft/global_resolution/plan.hpp"
-#include "multidraft/global_resolution/sums/chebyshev_pieces.hpp"  // logs_with_range
+#include "multidraft/detail/sum_kernels.hpp"  // logs_with_range
 
 namespace py = pybind11;
 using namespace multidraft;
@@ -98,7 +98,7 @@ Ints int64_array(const std::vector<int>& values) {
 
 // The vectorised kernels, against NumPy in tests: positions_by_key (radix_sort.hpp) against a
 // stable argsort, draft_support (draft_scheme.hpp: the tokens with q > 0 by 64-token masks)
-// against np.flatnonzero, logs_with_range (chebyshev_pieces.hpp: vectorised log(c + x) and the
+// against np.flatnonzero, logs_with_range (detail/sum_kernels.hpp: vectorised log(c + x) and the
 // range) against np.log.
 void bind_kernels(py::module_& t) {
   t.def(

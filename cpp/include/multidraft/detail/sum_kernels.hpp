@@ -1,8 +1,9 @@
 // The vectorised kernels of the summation machinery (global_resolution/sums/), kept apart from
-// the algorithms that call them, as plain functions over raw pointers. Each is the loop that
-// used to sit inside its caller, with the same body, the same `__restrict` parameters and
-// `#pragma omp simd`, and forced inline, so that the generated loops and every rounding are the
-// ones the callers had. The design they serve is docs/design/summation.md.
+// the algorithms that call them, as plain functions over raw pointers: the elementary functions
+// in a form loops vectorise, and the loops taken out of their callers with the same bodies,
+// `__restrict` on their pointer parameters and `#pragma omp simd`, forced inline where the
+// callers' generated loops and roundings depend on it. The design they serve is
+// docs/design/summation.md.
 #pragma once
 #include <algorithm>
 #include <cstdint>

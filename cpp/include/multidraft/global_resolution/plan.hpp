@@ -552,7 +552,8 @@ class GlobalResolutionPlan {
       return {std::vector<double>(m, 0.0), {}, false};
     }
     objective.target = Eigen::Map<const Eigen::VectorXd>(targets.data(), m);
-    const NewtonReport solved = minimise_from_warm_start(member_mass, bases[0], targets, slack, report, workspace);
+    const NewtonReport solved =
+        minimise_from_warm_start(member_mass, bases[0], targets, slack, report, system, workspace);
     if (acceptance) *acceptance = solved.accepted;
     return system_solution(solved, targets, report);
   }
@@ -564,10 +565,8 @@ class GlobalResolutionPlan {
   // the solution in a few steps.
   NewtonReport minimise_from_warm_start(const std::vector<double>& member_mass, double base,
                                         const std::vector<double>& targets, bool slack, SystemReport& report,
-                                        GlobalResolutionWorkspace& workspace) const {
+                                        ConvexWorkspace& system, GlobalResolutionWorkspace& workspace) const {
     const int m = static_cast<int>(member_mass.size());
-    ConvexWorkspace& system =
-        workspace.systems[slack ? GlobalResolutionWorkspace::kInner : GlobalResolutionWorkspace::kOuter];
     ConvexObjective& objective = system.objective;
     NewtonReport solved = minimise_newton(objective,
                                           warm_start(member_mass, base, targets, slack,
@@ -625,7 +624,7 @@ class GlobalResolutionPlan {
   struct TruncatedSystem {
     std::vector<int> positions;  // in the support
     std::vector<double> mass, targets;
-    double mass_T = 0.0;  // Q(T), summed in T's order (inner system)
+    double mass_T = 0.0;  // Q(T), summed in T's order
   };
 
   // Step 7: T ⊆ V \ H* by decreasing q, minimal with eps_T = 1 - Q(H* ∪ T)^n <= tau (Eq. 13).
@@ -644,6 +643,7 @@ class GlobalResolutionPlan {
       outer.positions[k] = split.order_positions[h + kept[k]];
       outer.mass[k] = q_outer[kept[k]];
       outer.targets[k] = split.outer_rows[kept[k]];
+      outer.mass_T += outer.mass[k];
     }
     return outer;
   }
@@ -794,7 +794,7 @@ class GlobalResolutionPlan {
     double outer_T = 0.0, inner_T = 0.0;  // Q(T) of each kept system
     if (outer.rows_known) {
       place_solution(outer_system, outer, workspace, truncated_size);
-      for (double mass : outer_system.mass) outer_T += mass;
+      outer_T = outer_system.mass_T;
     }
     if (inner.rows_known) {
       place_solution(inner_system, inner, workspace, truncated_size);

@@ -17,7 +17,6 @@
 
 #include "multidraft/detail/radix_sort.hpp"
 #include "multidraft/detail/sum_kernels.hpp"  // four_reciprocals, log_positive, logs_with_range, the kernels below
-#include "multidraft/global_resolution/sums/full_subsets.hpp"
 
 namespace multidraft {
 

@@ -18,8 +18,9 @@
 
 #include <Eigen/Dense>
 
-#include "multidraft/global_resolution/sums/chebyshev_pieces.hpp"  // log_positive, relative_error of Stieltjes interpolants
-#include "multidraft/global_resolution/sums/laplace_sums.hpp"      // exp_negative, the trapezoidal rules and their errors
+#include "multidraft/detail/sum_kernels.hpp"                      // exp_negative, log_positive, exp_of_series
+#include "multidraft/global_resolution/sums/chebyshev_pieces.hpp"  // relative_error of Stieltjes interpolants
+#include "multidraft/global_resolution/sums/laplace_sums.hpp"      // the trapezoidal rules and their errors
 
 namespace multidraft {
 

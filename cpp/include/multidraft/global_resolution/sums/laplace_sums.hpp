@@ -215,12 +215,10 @@ class LaplaceSums {
       for (int k = 1; k < N; ++k) terms[(N + k - 1) * m + u] = -r * inverse[k];
     }
     L[0] = S[0] = 0.0;
-    for (int k = 1; k <= N; ++k) L[k] = row_sum(terms + (k - 1) * m, m);
-    for (int k = 1; k < N; ++k) S[k] = row_sum(terms + (N + k - 1) * m, m);
+    for (int k = 1; k <= N; ++k) L[k] = sum_row(terms + (k - 1) * m, m);
+    for (int k = 1; k < N; ++k) S[k] = sum_row(terms + (N + k - 1) * m, m);
   }
 
-  // Loops with array reductions do not vectorise (GCC 12): per-variable terms are stored, then summed.
-  static double row_sum(const double* __restrict row, int m) { return sum_row(row, m); }
 
   // evaluate for n = N: the tables, then the rule's nodes one by one (add_node), then the sums
   // into the caller's vectors and the error bound.
@@ -335,7 +333,7 @@ class LaplaceSums {
         for (int k = 1; k < N; ++k) terms[(k - 1) * m + u] = -r * vs[u] * inverse[k];
       }
       double sums[N];
-      for (int k = 1; k < N; ++k) sums[k] = row_sum(terms + (k - 1) * m, m);
+      for (int k = 1; k < N; ++k) sums[k] = sum_row(terms + (k - 1) * m, m);
       const double* K = &products_[static_cast<std::size_t>(j) * (N + 1)];
 #pragma omp simd
       for (int l = 0; l < m; ++l) {
