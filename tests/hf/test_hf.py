@@ -199,11 +199,13 @@ def test_statistics_add_up(pairs):
     assert s.reached[0] == s.row_rounds == s.target_calls  # position 0 is verified in every round
     assert np.all(s.accepted <= s.reached) and np.all(s.reached[1:] <= s.accepted[:-1])
     assert 1 <= s.tokens_per_target_pass <= L + 1
-    # the target reads each token once: the prompt, then per round the new token and n * L drafts
-    # (fewer near the end: n * l with 1 <= l <= L)
+    # the target reads each token once: the prompt, then per round the new token and the tree's
+    # nodes: n * L slots at most (fewer where draws merged or near the end), one at least
     once = len(PROMPT) + (s.row_rounds - 1)
-    assert once + s.row_rounds * n <= s.target_positions <= once + s.row_rounds * n * L
-    assert s.target_positions >= once + (s.row_rounds - L) * n * L
+    assert s.target_positions == once + s.tree_nodes
+    assert s.row_rounds <= s.tree_nodes <= s.row_rounds * n * L and s.nodes_per_round == s.tree_nodes / s.row_rounds
+    assert s.group_reached.sum() == s.reached.sum() and s.group_accepted.sum() == s.accepted.sum()
+    assert s.tree == hf.Tree.chains(n, L).parents
     assert s.acceptance_per_position.shape == (L,)
     assert min(s.draft_seconds, s.target_seconds, s.verify_seconds) > 0
 

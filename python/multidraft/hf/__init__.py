@@ -40,9 +40,10 @@ from . import _setup
 from ._generate import decode, generate
 from ._laws import warp_probabilities
 from ._oov import prune_draft_head
+from ._shape import Tree
 from ._stats import GenerationResult, GenerationStats, MultiDraftOutput
 
-__all__ = ["decode", "generate", "prune_draft_head", "warp_probabilities", "GenerationStats", "GenerationResult",
+__all__ = ["decode", "generate", "prune_draft_head", "warp_probabilities", "Tree", "GenerationStats", "GenerationResult",
            "MultiDraftOutput", "DEFAULT_VERIFIER", "NAMED_OPTIONS"]
 
 # The loop lives in private modules, one job each: _setup (a call's checked arguments), _draft,

@@ -1,88 +1,56 @@
-"""Step 1 of a round: the draft model drafts ``n`` sequences of up to ``L`` tokens per row, each
-position's tokens drawn jointly within each group of sequences that share a prefix."""
+"""Step 1 of a round: each row's draft tree, drawn depth by depth with ONE draft-model pass per
+depth for all rows and nodes; each node's children drawn jointly by the verifier's scheme."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional
 
 import numpy as np
 import torch
 
-from ..verifiers import Verifier, verifier as make_verifier
 from ._laws import truncate_draft
+from ._round import RoundTree
 from ._setup import Setup
-from ._slots import chain_slots, pending_slots
+from ._shape import Tree
+from ._slots import ancestor_tables, node_slots, pending_slots
 from ._tree import TreeCache
 
-#: Verifier used for groups that the chosen verifier cannot take (see the package docstring).
-_SINGLE = make_verifier("sps")
 
+def draft_round(s: Setup, shape: Tree, cache: TreeCache, pending, active, rows, rngs, V: int,
+                limits: List[int]) -> List[RoundTree]:
+    """The draft trees of the active rows (``limits[r]``: row r's depth limit).
 
-#: groups[j] maps the tuple of draft indices sharing a prefix at position j to (drawn tokens, verifier).
-Groups = List[Dict[Tuple[int, ...], Tuple[np.ndarray, Verifier]]]
-
-
-def draft_round(s: Setup, cache: TreeCache, pending, active, rows, rngs, V: int, limits: List[int]):
-    """Draw n draft sequences of ``limits[r]`` tokens per active row, grouped by prefix (package
-    docstring).
-
-    Returns ``drafts`` (R, n, L) int64 (L the largest limit; zeros past a row's limit), ``q``
-    (R, n, L, V) float64 (the draft law each token was drawn from) and ``groups`` (per row, see
-    :data:`Groups`).
+    The draft model first reads each row's pending tokens, which gives the root's law; then, for
+    depth d = 1, 2, ..., it reads the depth-d nodes that have children to draw, all rows at once.
     """
-    R, n, L = len(active), s.n, max(limits)
+    trees = [RoundTree(shape, limit) for limit in limits]
     chunk = pending_slots(pending, cache, s.pad_token_id)
-    logits = cache.forward(*chunk, keep=1)[active, -1]  # (R, V): level 0 is shared by every chain
-    start = chunk[2][:, -1] + 1  # position of level 0
-    drafts = np.zeros((R, n, L), dtype=np.int64)
-    q = np.zeros((R, n, L, V))
-    groups: List[Groups] = [[] for _ in range(R)]
-    owners = [b for b in active for _ in range(n)]  # the batch row of each (row, chain)
-    for j in range(L):
-        if j == 0:
-            prefixes = None if not s.law.uses_prefixes else [rows[b] for b in active]
-            q[:, :, 0] = _draft_law(s, logits, prefixes, active, V)[:, None]
-        else:
-            slots = chain_slots(drafts, active, len(pending), start, slice(j - 1, j), limits, cache.device,
-                                s.pad_token_id)
-            logits = cache.forward(*slots, keep=n)[active].reshape(R * n, -1)
-            q[:, :, j] = _draft_law(s, logits, _prefixes(s, rows, active, drafts, j), owners, V).reshape(R, n, V)
-        for r in range(R):
-            if j < limits[r]:
-                groups[r].append(_draw_level(s.verifier, drafts[r], q[r, :, j], j, rngs[r]))
-    return drafts, q, groups
+    root_pos = chunk[2][:, -1]
+    B = len(pending)
+    logits = cache.forward(*chunk, ancestor_tables((), [], B, 0, cache.device), keep=1)[active, -1]
+    prefixes = None if not s.law.uses_prefixes else [rows[b] for b in active]
+    laws = _draft_law(s, logits, prefixes, active, V)
+    for tree, q, rng in zip(trees, laws, rngs):
+        tree.draw(0, s.verifier, q, rng)
+    depth = 1
+    while True:
+        parents = [[i for i in range(1, len(t.tokens)) if t.depths[i] == depth and t.child_slots(i)] for t in trees]
+        if not any(parents):
+            return trees
+        slots = node_slots(trees, active, B, root_pos, parents, cache.device, s.pad_token_id)
+        width = max(t.size for t in trees)
+        logits = cache.forward(*slots, ancestor_tables(trees, active, B, width, cache.device), keep=slots[0].shape[1])
+        picked = [(r, b, k) for r, b in enumerate(active) for k in range(len(parents[r]))]
+        flat = logits[[b for _, b, _ in picked], [k for _, _, k in picked]]
+        prefixes = None if not s.law.uses_prefixes else \
+            [rows[b] + trees[r].path(parents[r][k]) for r, b, k in picked]
+        laws = _draft_law(s, flat, prefixes, [b for _, b, _ in picked], V)
+        for (r, _, k), q in zip(picked, laws):
+            trees[r].draw(parents[r][k], s.verifier, q, rngs[r])
+        depth += 1
 
 
-def _draft_law(s: Setup, logits: torch.Tensor, prefixes, owners, V: int) -> np.ndarray:
+def _draft_law(s: Setup, logits: torch.Tensor, prefixes: Optional[List[List[int]]], owners, V: int) -> np.ndarray:
     """The law the drafts are drawn from and the verifier is given: the sampling law of the draft
     logits laid over the target ids, RDK's proposal for an out-of-vocabulary draft, top-k cut."""
     return truncate_draft(s.vocabulary.proposal(s.law(s.vocabulary.logits(logits, V), prefixes, owners)),
                           s.draft_top_k)
-
-
-def _draw_level(v: Verifier, drafts: np.ndarray, q_j: np.ndarray, j: int, rng) -> Dict:
-    """Draw level j of one row's n drafts (n, L) in place, jointly within each prefix group."""
-    by_prefix: Dict[Tuple[int, ...], List[int]] = {}
-    for m in range(drafts.shape[0]):
-        by_prefix.setdefault(tuple(drafts[m, :j]), []).append(m)
-    level = {}
-    for members in by_prefix.values():
-        law = q_j[members[0]]
-        scheme = group_verifier(v, len(members))
-        drawn = scheme.draft(law, len(members), rng)
-        drafts[members, j] = drawn
-        level[tuple(members)] = (drawn, scheme)
-    return level
-
-
-def group_verifier(v: Verifier, group_size: int) -> Verifier:
-    """The verifier of a group of ``group_size`` drafts: ``v``, or ``"sps"`` for a group of one
-    under a verifier that takes another fixed number of drafts."""
-    return _SINGLE if v.fixed_n is not None and group_size != v.fixed_n else v
-
-
-def _prefixes(s: Setup, rows, active, drafts: np.ndarray, j: int) -> Optional[List[List[int]]]:
-    """Prefixes of level ``j`` of every chain (active row-major, chain-minor), or None if the
-    law does not read them."""
-    if not s.law.uses_prefixes:
-        return None
-    return [rows[b] + drafts[r, m, :j].tolist() for r, b in enumerate(active) for m in range(drafts.shape[1])]

@@ -23,7 +23,7 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
     B = len(s.prompts)
     rows = [s.ids[b].tolist() for b in range(B)]  # grows with the new tokens
     generators = row_generators(s.seed, B)
-    stats = GenerationStats(s.n, s.L, s.verifier.name)
+    stats = s.new_stats()
     new: List[List[int]] = [[] for _ in range(B)]
     done = [False] * B
     caches: Optional[Tuple[TreeCache, TreeCache]] = None
@@ -33,28 +33,29 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
                 caches = TreeCache(s.draft, layouts[1], B), TreeCache(s.target, layouts[0], B)
                 pending = [[[] if done[b] else s.prompts[b] + new[b] for b in range(B)] for _ in caches]
             active = [b for b in range(B) if not done[b]]
-            limits = [_draft_limit(s, rows[b]) for b in active]
-            fed = max(limits) - 1  # draft positions the draft model reads (the last one it does not)
+            shape = s.shape_for_round(stats)
+            limits = [_depth_limit(s, shape.depth, rows[b]) for b in active]
             start = time.perf_counter()
-            drafts, q, groups = draft_round(s, caches[0], pending[0], active, rows, [generators[b] for b in active],
-                                            V, limits)
+            trees = draft_round(s, shape, caches[0], pending[0], active, rows, [generators[b] for b in active], V,
+                                limits)
             middle = time.perf_counter()
-            p = score_round(s, caches[1], pending[1], active, rows, drafts, V, limits)
+            p = score_round(s, caches[1], pending[1], active, rows, trees, V)
             end = time.perf_counter()
-            chains, accepted = [0] * B, [0] * B
+            kept = [[[] for _ in range(B)] for _ in caches]
             for r, b in enumerate(active):
-                lim = limits[r]
-                tokens, chains[b] = verify_row(drafts[r, :, :lim], q[r, :, :lim], partial(p, r), groups[r],
-                                               generators[b], stats)
-                accepted[b] = len(tokens) - 1  # every token but the last is an accepted draft token
-                kept, done[b] = until_stop(s.stopping, rows[b], tokens)
-                rows[b] += kept
-                new[b] += kept
-                stats.new_tokens += len(kept)
-                if s.streamer is not None and kept:
-                    s.streamer.put(torch.tensor(kept))
+                tree = trees[r]
+                tokens, path = verify_row(tree, partial(p, r), generators[b], stats)
+                stats.tree_nodes += tree.size
+                tokens, done[b] = until_stop(s.stopping, rows[b], tokens)
+                rows[b] += tokens
+                new[b] += tokens
+                stats.new_tokens += len(tokens)
+                if s.streamer is not None and tokens:
+                    s.streamer.put(torch.tensor(tokens))
+                fed = [node for node in path if tree.groups[node] is not None]  # the draft model read these
+                kept[0][b], kept[1][b] = fed, path
+                pending[0][b] = [] if done[b] else tokens[len(fed):]
                 pending[1][b] = [] if done[b] else tokens[-1:]
-                pending[0][b] = [] if done[b] else tokens[min(accepted[b], fed):]
             stats.verify_seconds += time.perf_counter() - end
             stats.draft_seconds += middle - start
             stats.target_seconds += end - middle
@@ -62,8 +63,8 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
             stats.target_calls += 1
             alive = [not d for d in done]
             if s.kv_cache:
-                caches[0].commit(chains, [min(a, fed) for a in accepted], alive)
-                caches[1].commit(chains, accepted, alive)
+                for cache, nodes in zip(caches, kept):
+                    cache.commit(nodes, alive)
             else:
                 _count_positions(stats, caches)
                 caches = None
@@ -83,7 +84,7 @@ def _count_positions(stats: GenerationStats, caches: Tuple[TreeCache, TreeCache]
     stats.target_positions += caches[1].positions_computed
 
 
-def _draft_limit(s: Setup, row: List[int]) -> int:
-    """Draft tokens worth drawing for a row this round: ``L``, or fewer near ``max_length``
+def _depth_limit(s: Setup, depth: int, row: List[int]) -> int:
+    """Draft depth worth drawing for a row this round: the shape's, or less near ``max_length``
     (so that no position id runs past what the row can reach)."""
-    return s.L if s.max_length is None else max(1, min(s.L, s.max_length - len(row) - 1))
+    return depth if s.max_length is None else max(1, min(depth, s.max_length - len(row) - 1))

@@ -1,5 +1,5 @@
-"""Step 2 of a round: ONE target forward pass over every draft prefix; the target laws computed
-when verification reaches them."""
+"""Step 2 of a round: ONE target forward pass over every row's new token and draft nodes; the
+target laws computed when verification reaches them."""
 from __future__ import annotations
 
 from typing import List
@@ -8,35 +8,37 @@ import numpy as np
 import torch
 
 from ._laws import Law
+from ._round import RoundTree
 from ._setup import Setup
-from ._slots import chain_slots, pending_slots
+from ._slots import ancestor_tables, node_slots, pending_slots
 from ._tree import TreeCache
 
 
-def score_round(s: Setup, cache: TreeCache, pending, active, rows, drafts: np.ndarray, V: int,
-                limits: List[int]) -> "TargetLaws":
-    """Target logits after each draft prefix, in ONE forward pass; their laws on demand."""
-    R, n, L = drafts.shape
+def score_round(s: Setup, cache: TreeCache, pending, active, rows, trees: List[RoundTree], V: int) -> "TargetLaws":
+    """Target logits at the root and at every draft node, in ONE forward pass; their laws on demand."""
+    B = len(pending)
     chunk = pending_slots(pending, cache, s.pad_token_id)
-    start = chunk[2][:, -1] + 1
-    slots = chain_slots(drafts, active, len(pending), start, slice(0, L), limits, cache.device, s.pad_token_id)
-    logits = cache.forward(*(torch.cat(pair, dim=1) for pair in zip(chunk, slots)), keep=n * L + 1)[active]
+    nodes = [list(range(1, len(t.tokens))) for t in trees]
+    slots = node_slots(trees, active, B, chunk[2][:, -1], nodes, cache.device, s.pad_token_id)
+    width = slots[0].shape[1]
+    ancestors = ancestor_tables(trees, active, B, width, cache.device)
+    logits = cache.forward(*(torch.cat(pair, dim=1) for pair in zip(chunk, slots)), ancestors, keep=width + 1)[active]
     if logits.shape[-1] != V:
         raise ValueError(f"the target returned {logits.shape[-1]} logits, its LM head has {V} rows")
-    return TargetLaws(s.law, logits, rows, active, drafts)
+    return TargetLaws(s.law, logits, rows, active, trees)
 
 
 class TargetLaws:
-    """``laws(r, m, j)``: the target law (V,) after the first j draft tokens of chain m of active
-    row r, computed when verification reaches it. Verification stops at the first rejection, so
-    the laws after it (most of the tree: acceptance is about a half per position) are never
-    computed; each law is the one plain sampling would draw from at that prefix."""
+    """``laws(r, node)``: the target law (V,) after draft node ``node`` of active row r's tree (0:
+    the root), computed when verification reaches it. Verification stops at the first rejection,
+    so the laws after it (most of the tree) are never computed; each law is the one plain sampling
+    would draw from at that prefix."""
 
-    def __init__(self, law: Law, logits: torch.Tensor, rows, active, drafts: np.ndarray):
-        self.law, self.logits, self.rows, self.active, self.drafts = law, logits, rows, active, drafts
+    def __init__(self, law: Law, logits: torch.Tensor, rows, active, trees: List[RoundTree]):
+        self.law, self.logits, self.rows, self.active, self.trees = law, logits, rows, active, trees
 
-    def __call__(self, r: int, m: int, j: int) -> np.ndarray:
+    def __call__(self, r: int, node: int) -> np.ndarray:
         b = self.active[r]
-        slot = 0 if j == 0 else 1 + m * self.drafts.shape[2] + j - 1  # slots are chain-major (see chain_slots)
-        prefixes = [self.rows[b] + self.drafts[r, m, :j].tolist()] if self.law.uses_prefixes else None
-        return self.law(self.logits[r, slot][None], prefixes, [b])[0]
+        # kept logits: the last pending slot (the root), then node i at slot i
+        prefixes = [self.rows[b] + self.trees[r].path(node)] if self.law.uses_prefixes else None
+        return self.law(self.logits[r, node][None], prefixes, [b])[0]

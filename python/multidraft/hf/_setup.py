@@ -12,6 +12,8 @@ from .. import _validation as check
 from ..verifiers import Verifier, verifier as make_verifier
 from ._laws import Law
 from ._oov import DraftVocabulary
+from ._shape import Tree
+from ._stats import GenerationStats
 
 # The default verifier and the options of verifiers given by name (documented where the package
 # exports them, multidraft.hf.DEFAULT_VERIFIER and multidraft.hf.NAMED_OPTIONS).
@@ -19,18 +21,20 @@ DEFAULT_VERIFIER = "otlp"
 NAMED_OPTIONS: Dict[str, Dict[str, object]] = {"global_resolution": {"fallback": True}}
 
 
-def resolve_verifier(verifier: Union[str, Verifier], n: int) -> Verifier:
+def resolve_verifier(verifier: Union[str, Verifier], shape: Tree) -> Verifier:
     """The verifier a call names (by name with :data:`NAMED_OPTIONS`, or given), refused when the loop
-    cannot run it with ``n`` drafts from one draft model."""
+    cannot run it on the draft tree ``shape`` (groups of drafts from one draft model)."""
     v = make_verifier(verifier, **NAMED_OPTIONS.get(verifier, {})) if isinstance(verifier, str) else verifier
     if not isinstance(v, Verifier):
         raise ValueError(f"'verifier' must be a name of multidraft.verifier_names() or a Verifier, got {verifier!r}")
     if v.scheme_kind == "independent":
         raise ValueError(f"verifier {v!r} needs one draft model per draft ('independent' scheme); "
                          "multidraft.hf drafts all sequences from one draft model")
-    if v.fixed_n is not None and n != v.fixed_n:
-        raise ValueError(f"verifier {v.name!r} takes exactly {v.fixed_n} draft(s): 'num_drafts' must be "
-                         f"{v.fixed_n}, got {n}")
+    root, widest = len(shape.children[-1]), shape.widest_group()
+    if v.fixed_n is not None and (root != v.fixed_n or widest > v.fixed_n):
+        raise ValueError(f"verifier {v.name!r} takes exactly {v.fixed_n} draft(s) per group: 'num_drafts' must be "
+                         f"{v.fixed_n} (or a tree whose root has {v.fixed_n} children and no node more), got {root} "
+                         f"root children and at most {widest} per node")
     return v
 
 
@@ -76,8 +80,7 @@ class Setup:
     prompts: List[List[int]]           # real tokens of each row (what the models are fed)
     law: Law
     stopping: Callable                 # StoppingCriteriaList: (input_ids, scores) -> (rows,) bool
-    n: int
-    L: int
+    shape: Tree                        # the draft tree of every round (the first one with a planner)
     verifier: Verifier
     draft_top_k: Optional[int]
     seed: object
@@ -86,3 +89,26 @@ class Setup:
     streamer: object = None
     kv_cache: bool = True
     vocabulary: DraftVocabulary = DraftVocabulary(None, None)  # draft logits -> proposal over target ids
+    planner: Optional[Callable] = None  # tree="auto": (stats) -> the next round's Tree
+
+    def new_stats(self) -> GenerationStats:
+        return GenerationStats(len(self.shape.children[-1]), self.shape.depth, self.verifier.name, self.shape.parents)
+
+    def shape_for_round(self, stats: GenerationStats) -> Tree:
+        """The round's draft tree: ``shape``, or the planner's choice from the statistics so far."""
+        if self.planner is not None:
+            self.shape = self.planner(stats)
+            stats.tree = self.shape.parents
+        return self.shape
+
+
+def read_tree(tree, num_drafts, draft_length) -> Tree:
+    """The shape a call asks for: ``tree`` (a :class:`Tree`, or branching widths) or chains of
+    ``num_drafts`` x ``draft_length`` (defaults 2 and 4); ValueError when both are given."""
+    if tree is None:
+        n = 2 if num_drafts is None else check.count(num_drafts, "num_drafts")
+        L = 4 if draft_length is None else check.count(draft_length, "draft_length")
+        return Tree.chains(n, L)
+    if num_drafts is not None or draft_length is not None:
+        raise ValueError("give either 'tree' or 'num_drafts'/'draft_length' (chains), not both")
+    return tree if isinstance(tree, Tree) else Tree.branching(tree)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -16,30 +16,55 @@ class GenerationStats:
     ``new_tokens``: tokens kept in the output; ``row_rounds``: (row, round) pairs, i.e. the target
     forward passes a one-prompt-at-a-time run makes; ``target_calls``: batched target forward
     calls; ``target_positions`` / ``draft_positions``: token positions each model computed (its
-    forward passes' real input tokens); ``reached[j]`` / ``accepted[j]``: how often draft
-    position j was verified / accepted; ``draft_seconds``, ``target_seconds``,
+    forward passes' real input tokens); ``tree_nodes``: draft nodes scored by the target (merged
+    nodes once); ``reached[j]`` / ``accepted[j]``: how often a group of drafts at depth j + 1 was
+    verified / accepted (its node at depth j reached); ``group_reached[k]`` /
+    ``group_accepted[k]``: the same by group size k (index 0 unused); ``tree``: the shape's
+    parents (the last one used, for ``tree="auto"``); ``draft_seconds``, ``target_seconds``,
     ``verify_seconds``: wall time of drafting (draft model, draft laws and draft sampling), of
     the target forward passes and of verification (with the target laws it reaches, computed
     lazily).
     """
 
-    num_drafts: int
-    draft_length: int
+    num_drafts: int                    # drafts drawn at the root (the shape's root children)
+    draft_length: int                  # the shape's depth
     verifier: str
+    tree: Tuple[int, ...] = ()
     new_tokens: int = 0
     row_rounds: int = 0
     target_calls: int = 0
     target_positions: int = 0
     draft_positions: int = 0
+    tree_nodes: int = 0
     reached: Optional[np.ndarray] = None
     accepted: Optional[np.ndarray] = None
     draft_seconds: float = 0.0
     target_seconds: float = 0.0
     verify_seconds: float = 0.0
+    group_reached: Optional[np.ndarray] = None
+    group_accepted: Optional[np.ndarray] = None
 
     def __post_init__(self):
-        self.reached = np.zeros(self.draft_length, np.int64) if self.reached is None else self.reached
-        self.accepted = np.zeros(self.draft_length, np.int64) if self.accepted is None else self.accepted
+        widest = 1 + max(self.num_drafts, 1)
+        for name, size in (("reached", self.draft_length), ("accepted", self.draft_length),
+                           ("group_reached", widest), ("group_accepted", widest)):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(size, np.int64))
+
+    def record(self, depth: int, group_size: int, accepted: bool) -> None:
+        """Count one verified group of ``group_size`` drafts at a node of depth ``depth``."""
+        for name, index, hit in (("reached", depth, True), ("accepted", depth, accepted),
+                                 ("group_reached", group_size, True), ("group_accepted", group_size, accepted)):
+            counts = getattr(self, name)
+            if index >= len(counts):  # tree="auto" may grow the shape
+                counts = np.append(counts, np.zeros(index + 1 - len(counts), np.int64))
+                setattr(self, name, counts)
+            counts[index] += bool(hit)
+
+    @property
+    def nodes_per_round(self) -> float:
+        """Draft nodes the target scored per (row, round) pair."""
+        return self.tree_nodes / max(self.row_rounds, 1)
 
     @property
     def tokens_per_target_pass(self) -> float:
@@ -48,7 +73,7 @@ class GenerationStats:
 
     @property
     def acceptance_per_position(self) -> np.ndarray:
-        """(L,) P(draft position j accepted | position j verified); NaN where never reached."""
+        """(L,) P(a draft at depth j + 1 accepted | its parent reached); NaN where never reached."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return self.accepted / self.reached
 

@@ -1,12 +1,12 @@
 """A model's KV cache for tree-shaped speculation, exact on every attention layout transformers has.
 
-Each prompt is ONE batch row. The n draft sequences of a round are appended to that row as n
-chains of slots, and a custom 4-D attention mask (which transformers passes to the attention as
-it is) lets a slot see exactly its own prefix: the committed tokens of its row and the earlier
-slots of its own chain. Every slot carries its true position id, and sliding windows are applied
+Each prompt is ONE batch row. The draft nodes of a round (a token tree, see ``_round``) are
+appended to that row as slots, and a custom 4-D attention mask (which transformers passes to the
+attention as it is) lets a slot see exactly its own prefix: the committed tokens of its row and
+its ancestors in the tree. Every slot carries its true position id, and sliding windows are applied
 by position (``pos_q - pos_kv < window``, transformers' rule), never by slot index, so slots of
-other chains, left padding and rejected drafts cannot shift a window. After verification
-:meth:`TreeCache.commit` keeps the accepted chain prefix and drops every other round slot by
+other branches, left padding and rejected drafts cannot shift a window. After verification
+:meth:`TreeCache.commit` keeps the accepted path and drops every other round slot by
 gathering the cache, so the cache never holds more than the committed tokens (right-aligned).
 
 The cache is a plain ``DynamicCache()`` (no config): its layers keep every slot, including in
@@ -73,8 +73,8 @@ def logit_width(model) -> int:
 
 
 class TreeCache:
-    """One model's cache over B rows: per slot ``valid``, ``pos`` (position id) and ``chain`` (-1:
-    committed token of the row; m: slot of draft chain m of the current round)."""
+    """One model's cache over B rows: per slot ``valid``, ``pos`` (position id) and ``node`` (0: a
+    committed token of the row; i > 0: draft node i of the row's current round, see ``_round``)."""
 
     def __init__(self, model, layout: Dict[str, Optional[int]], rows: int):
         self.model, self.layout = model, layout
@@ -82,17 +82,20 @@ class TreeCache:
         self.dtype = next(model.parameters()).dtype
         self.cache = DynamicCache()
         empty = torch.zeros((rows, 0), dtype=torch.long, device=self.device)
-        self.valid, self.pos, self.chain = empty.bool(), empty, empty
+        self.valid, self.pos, self.node = empty.bool(), empty, empty
         self.keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.positions_computed = 0  # valid query slots fed to the model (statistics)
 
-    def forward(self, ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, chain: torch.Tensor,
-                keep: int) -> torch.Tensor:
-        """Append slots (B, Q) and return the logits (B, keep, V) of the last ``keep`` of them."""
-        kv_valid, kv_pos, kv_chain = (torch.cat(pair, dim=1) for pair in
-                                      ((self.valid, valid), (self.pos, pos), (self.chain, chain)))
+    def forward(self, ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, node: torch.Tensor,
+                ancestors: torch.Tensor, keep: int) -> torch.Tensor:
+        """Append slots (B, Q) and return the logits (B, keep, V) of the last ``keep`` of them.
+        ``ancestors`` (B, N + 1, N + 1) bool: [b, i, j] when node j is node i or an ancestor of it
+        in row b's round (column 0, the committed tokens, True for every node; see ``_round``)."""
+        kv_valid, kv_pos, kv_node = (torch.cat(pair, dim=1) for pair in
+                                     ((self.valid, valid), (self.pos, pos), (self.node, node)))
+        rows = torch.arange(ids.shape[0], device=self.device)[:, None, None]
         allowed = (kv_valid[:, None, :] & (kv_pos[:, None, :] <= pos[:, :, None])
-                   & ((kv_chain[:, None, :] < 0) | (kv_chain[:, None, :] == chain[:, :, None])))
+                   & ancestors[rows, node[:, :, None], kv_node[:, None, :]])
         # a padding query sees itself only: its row stays finite and nobody reads it
         past = self.valid.shape[1]
         allowed[:, torch.arange(ids.shape[1]), past + torch.arange(ids.shape[1])] |= ~valid
@@ -102,7 +105,7 @@ class TreeCache:
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self.cache,
                          use_cache=True, **extra)
         self.cache = out.past_key_values
-        self.valid, self.pos, self.chain = kv_valid, kv_pos, kv_chain
+        self.valid, self.pos, self.node = kv_valid, kv_pos, kv_node
         self.positions_computed += int(valid.sum())
         return out.logits[:, -keep:]
 
@@ -112,21 +115,26 @@ class TreeCache:
         zeros = torch.zeros(allowed.shape, dtype=self.dtype, device=self.device)
         return zeros.masked_fill(~allowed, torch.finfo(self.dtype).min)[:, None]
 
-    def commit(self, chains: List[int], lengths: List[int], alive: List[bool]) -> None:
-        """Keep, per row, the committed slots and the first ``lengths[b]`` slots of chain
-        ``chains[b]`` (all of them committed from now on); rows not ``alive`` keep nothing. The
-        kept slots are gathered right-aligned, so the cache is as long as the longest row."""
-        device = self.device
-        chain = torch.tensor(chains, device=device)[:, None]
-        committed = self.valid & (self.chain < 0)
-        # committed tokens hold positions 0 .. c - 1, so a chain's slots start at position c
-        end = committed.sum(1, keepdim=True) + torch.tensor(lengths, device=device)[:, None]
-        keep = committed | (self.valid & (self.chain == chain) & (self.pos < end))
-        keep &= torch.tensor(alive, device=device)[:, None]
+    def committed(self) -> torch.Tensor:
+        """(B,) committed tokens each row holds (they have positions 0 .. count - 1)."""
+        return (self.valid & (self.node == 0)).sum(1)
+
+    def commit(self, kept: List[List[int]], alive: List[bool]) -> None:
+        """Keep, per row, the committed slots and the round's nodes ``kept[b]`` (all committed
+        from now on); rows not ``alive`` keep nothing. The kept slots are gathered right-aligned,
+        so the cache is as long as the longest row."""
+        width = 1 + max([int(self.node.max()) if self.node.numel() else 0] + [max(k, default=0) for k in kept])
+        member = torch.zeros((len(kept), width), dtype=torch.bool)
+        member[:, 0] = True
+        for b, nodes in enumerate(kept):
+            member[b, nodes] = True
+        member &= torch.tensor(alive)[:, None]
+        member = member.to(self.device)
+        keep = self.valid & member.gather(1, self.node)
         width = int(keep.sum(1).max()) if keep.numel() else 0
         index = torch.argsort(keep.to(torch.int8), dim=1, stable=True)[:, keep.shape[1] - width:]
         for layer in self.cache.layers:
             gather = index[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[-1])
             layer.keys, layer.values = layer.keys.gather(2, gather), layer.values.gather(2, gather)
         self.valid, self.pos = keep.gather(1, index), self.pos.gather(1, index)
-        self.chain = torch.full_like(self.pos, -1)
+        self.node = torch.zeros_like(self.pos)

@@ -1,5 +1,5 @@
-"""Step 3 of a round: a row's drafts verified position by position, and the round's tokens cut
-where the stopping criteria end the row."""
+"""Step 3 of a round: a row's draft tree verified from the root down, one group per node, and
+the round's tokens cut where the stopping criteria end the row."""
 from __future__ import annotations
 
 from typing import Callable, List, Tuple
@@ -9,33 +9,33 @@ import torch
 
 from .. import _core
 from .. import _validation as check
-from ._draft import Groups
+from ._round import RoundTree
 from ._stats import GenerationStats
 
 
-def verify_row(drafts, q, p: Callable[[int, int], np.ndarray], groups: Groups, rng: np.random.Generator,
-               stats: GenerationStats):
-    """Verify one row's drafts (n, L) position by position; ``p(m, j)``: the target law after the
-    first j tokens of chain m.
+def verify_row(tree: RoundTree, p: Callable[[int], np.ndarray], rng: np.random.Generator,
+               stats: GenerationStats) -> Tuple[List[int], List[int]]:
+    """Verify one row's tree; ``p(node)``: the target law after that node (0: the root).
 
-    Returns the round's new tokens (the accepted draft tokens, then the verifier's or the bonus
-    token) and the index of a draft sequence whose prefix they extend (its cache slots are kept).
+    At each node its group is verified against the target law there: the output token is a sample
+    of that law; if it is one of the drafts the walk continues at that child, else the round ends
+    with it. A node without drafts (a leaf) ends the round with a token drawn from its law.
+
+    Returns the round's new tokens and the accepted nodes (the path whose slots the caches keep).
     """
-    n, L = drafts.shape
-    alive = tuple(range(n))
-    tokens: List[int] = []
-    for j in range(L):
-        drawn, scheme = groups[j][alive]
-        token, accepted = scheme.verify(p(alive[0], j), q[alive[0], j], drawn, rng)
+    node, tokens, path = 0, [], []
+    while True:
+        group = tree.groups[node]
+        if group is None:  # a leaf accepted: the bonus token
+            tokens.append(int(_core.sample_rows(p(node)[None], check.row_seeds(rng, 1))[0]))
+            return tokens, path
+        token, accepted = group.verifier.verify(p(node), group.q, group.drafts, rng)
         tokens.append(int(token))
-        stats.reached[j] += 1
+        stats.record(tree.depths[node], len(group.drafts), accepted)
         if not accepted:
-            return tokens, alive[0]
-        stats.accepted[j] += 1
-        alive = tuple(m for m in alive if drafts[m, j] == token)
-    bonus = _core.sample_rows(p(alive[0], L)[None], check.row_seeds(rng, 1))  # every draft accepted
-    tokens.append(int(bonus[0]))
-    return tokens, alive[0]
+            return tokens, path
+        node = group.children[int(token)]
+        path.append(node)
 
 
 def until_stop(stopping, row: List[int], tokens: List[int]) -> Tuple[List[int], bool]:

@@ -1,0 +1,101 @@
+"""One row's draft tree in one round: the nodes drawn so far, with identical prefixes merged.
+
+Node 0 is the root (the row's last committed token, already in both caches); nodes 1, 2, ... are
+the round's draft tokens in the order they were drawn, which is also their order as model input
+slots. Each node stands for one or more slots of the :class:`~._shape.Tree` (several when draws
+below one node coincide); its group is the concatenation of its slots' children in the shape,
+drawn jointly from the draft law at the node (see ``_shape``).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..verifiers import Verifier, verifier as make_verifier
+from ._shape import Tree
+
+#: Verifier of a group of one draft under a verifier that takes another fixed number of drafts.
+_SINGLE = make_verifier("sps")
+
+
+def group_verifier(v: Verifier, group_size: int) -> Tuple[Verifier, int]:
+    """(the verifier of a group of ``group_size`` child slots, how many drafts it draws): ``v`` with
+    all of them, or for a verifier that takes a fixed n (``"spechub"``: 2) that n when there are
+    more slots (the rest stay empty) and ``"sps"`` for a single slot."""
+    if v.fixed_n is None:
+        return v, group_size
+    if group_size >= v.fixed_n:
+        return v, v.fixed_n
+    return _SINGLE, 1
+
+
+class Group:
+    """The drafts drawn at one node: ``drafts`` (k,) int64, the ``verifier`` that drew them, the
+    draft law ``q`` (V,) they were drawn from and ``children`` (token -> child node)."""
+
+    __slots__ = ("drafts", "verifier", "q", "children")
+
+    def __init__(self, drafts: np.ndarray, verifier: Verifier, q: np.ndarray):
+        self.drafts, self.verifier, self.q = drafts, verifier, q
+        self.children: Dict[int, int] = {}
+
+
+class RoundTree:
+    """The draft nodes of one row in one round (module docstring)."""
+
+    def __init__(self, shape: Tree, depth_limit: int):
+        self.shape, self.depth_limit = shape, depth_limit
+        self.tokens: List[int] = [-1]          # node -> its token (-1: the root)
+        self.parents: List[int] = [-1]
+        self.depths: List[int] = [0]
+        self.slots: List[List[int]] = [[-1]]   # node -> the shape slots it stands for
+        self.groups: List[Optional[Group]] = [None]
+
+    @property
+    def size(self) -> int:
+        """Draft nodes (the root not counted)."""
+        return len(self.tokens) - 1
+
+    def child_slots(self, node: int) -> List[int]:
+        """The shape slots drawn at ``node``: its slots' children, none at the depth limit."""
+        if self.depths[node] >= self.depth_limit:
+            return []
+        return [c for slot in self.slots[node] for c in self.shape.children[slot]]
+
+    def draw(self, node: int, v: Verifier, q: np.ndarray, rng: np.random.Generator) -> None:
+        """Draw the group of ``node`` from its draft law ``q`` (V,) and add one child per distinct
+        token (slots that drew the same token are one node)."""
+        slots = self.child_slots(node)
+        verifier, k = group_verifier(v, len(slots))
+        drafts = verifier.draft(q, k, rng)
+        group = self.groups[node] = Group(drafts, verifier, q)
+        for slot, token in zip(slots, drafts.tolist()):
+            child = group.children.get(token)
+            if child is None:
+                child = group.children[token] = len(self.tokens)
+                self.tokens.append(token)
+                self.parents.append(node)
+                self.depths.append(self.depths[node] + 1)
+                self.slots.append([])
+                self.groups.append(None)
+            self.slots[child].append(slot)
+
+    def path(self, node: int) -> List[int]:
+        """The tokens from the root to ``node`` (the root excluded)."""
+        tokens = []
+        while node > 0:
+            tokens.append(self.tokens[node])
+            node = self.parents[node]
+        return tokens[::-1]
+
+    def ancestors(self, width: int) -> np.ndarray:
+        """(width + 1, width + 1) bool: [i, j] is True when node j is node i or one of its
+        ancestors; column 0 (the committed tokens) is True for every node. Rows and columns past
+        the last node are padding (False but [i, 0] and [i, i])."""
+        table = np.zeros((width + 1, width + 1), dtype=bool)
+        table[:, 0] = True
+        np.fill_diagonal(table, True)
+        for node in range(1, len(self.tokens)):
+            table[node] |= table[self.parents[node]]
+        return table

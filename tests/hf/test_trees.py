@@ -1,0 +1,135 @@
+"""Token trees in multidraft.hf: every shape and every verifier that takes groups is lossless.
+
+The law of the first 3 tokens is checked against the target's enumerated sequence law (seeded
+chi-square, as in test_hf.py) for balanced, unbalanced and chain shapes; greedy decoding must
+equal `target.generate`; a one-hot draft must make every round's tree one path, each merged node
+scored once; kept caches must equal re-encoding with the tree's attention mask and positions.
+"""
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="multidraft.hf needs torch and transformers: pip install 'multidraft[hf]'")
+import torch
+
+import multidraft as md
+from multidraft import hf
+from hf_models import FAMILIES, sequence_law, tiny_pair
+from test_hf import LEFT_PADDED, MASK, PROMPT, SAMPLES, assert_follows
+
+UNBALANCED = hf.Tree([-1, -1, 0, 0, 2, 1])  # a deep first child, a shallow second one
+SHAPES = {"2x2": (2, 2), "3x1": (3, 1), "4x1x1": (4, 1, 1), "unbalanced": UNBALANCED}
+GROUP_VERIFIERS = [name for name in md.verifier_names() if md.verifier(name).fixed_n != 1 and name != "naive"]
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return {family: tiny_pair(family) for family in FAMILIES}
+
+
+def law_cases():
+    cases = []
+    for i, name in enumerate(GROUP_VERIFIERS):
+        shapes = ["2x2", "unbalanced"] if md.verifier(name).fixed_n == 2 else list(SHAPES)
+        for j, shape in enumerate(shapes):
+            cases.append((name, shape, FAMILIES[(i + j) % len(FAMILIES)]))
+    return cases
+
+
+@pytest.mark.parametrize("name, shape, family", law_cases())
+def test_trees_follow_the_target_law(name, shape, family, pairs):
+    target, draft = pairs[family]
+    sequences, probs = sequence_law(target, PROMPT, 3, 0.8, None, 0.95)
+    result = hf.generate(target, draft, torch.tensor([PROMPT] * SAMPLES), 3, tree=SHAPES[shape], verifier=name,
+                         temperature=0.8, top_p=0.95, seed=hash((name, shape)) % 2**31)
+    assert_follows(result.sequences[:, len(PROMPT):].numpy(), sequences, probs, target.config.vocab_size,
+                   f"{name} {shape} {family}")
+    tree = SHAPES[shape] if isinstance(SHAPES[shape], hf.Tree) else hf.Tree.branching(SHAPES[shape])
+    assert result.stats.tree == tree.parents and result.stats.draft_length == tree.depth
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_greedy_trees_are_the_target_greedy_output(family, pairs):
+    target, draft = pairs[family]
+    greedy = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0, eos_token_id=None)
+    for drafter in (draft, target):
+        for tree in ((3, 2, 1), UNBALANCED):
+            ours = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0,
+                                   eos_token_id=None, custom_generate=hf.decode, draft_model=drafter, tree=tree)
+            assert torch.equal(ours, greedy), tree
+
+
+def peaked(model, scale=1e4):
+    """A copy of ``model`` whose next-token law is one-hot in float64 (logits scaled up)."""
+    import copy
+
+    sharp = copy.deepcopy(model)
+    with torch.no_grad():
+        sharp.get_output_embeddings().weight.mul_(scale)
+    return sharp
+
+
+def test_a_one_hot_draft_scores_each_merged_node_once(pairs):
+    """4 chains of 3 from a one-hot draft are one chain: 3 nodes per round (fewer only in the last
+    rounds, near max_new_tokens), each read once by the target; the merged node of 4 chains draws
+    its 4 slots' children as one group of 4 (of 8 below a (4, 2, 1) tree's merged second level)."""
+    target, draft = pairs["llama"]
+    sharp = peaked(draft)
+    ids = torch.tensor([PROMPT])
+    for tree, groups in ((None, {4}), ((4, 2, 1), {4, 8})):
+        kwargs = dict(num_drafts=4, draft_length=3) if tree is None else dict(tree=tree)
+        s = hf.generate(target, sharp, ids, 40, seed=0, verifier="otlp", **kwargs).stats
+        assert 3 * (s.row_rounds - 2) <= s.tree_nodes <= 3 * s.row_rounds, tree
+        assert s.target_positions == len(PROMPT) + s.row_rounds - 1 + s.tree_nodes
+        assert set(np.flatnonzero(s.group_reached)) == groups, tree
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma2", "gpt2"])
+def test_kept_tree_caches_give_what_re_encoding_gives(family, pairs):
+    target, draft = pairs[family]
+    runs = [hf.generate(target, draft, LEFT_PADDED, 20, tree=UNBALANCED, verifier="spectr", seed=4,
+                        attention_mask=MASK, top_p=0.95, kv_cache=kv_cache) for kv_cache in (True, False)]
+    assert torch.equal(runs[0].sequences, runs[1].sequences)
+    assert runs[0].stats.target_positions < runs[1].stats.target_positions
+
+
+def test_tree_batches_equal_one_prompt_at_a_time(pairs):
+    target, draft = pairs["qwen2"]
+    prompts = [[1, 2, 3, 4, 5], [6], [2, 7, 3]]
+    width = max(map(len, prompts))
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    batch = hf.generate(target, draft, ids, 9, tree=(3, 2), verifier="khisti", seed=11, attention_mask=mask,
+                        top_k=5, pad_token_id=0)
+    seeds = md.row_seeds(11, len(prompts))
+    for b, prompt in enumerate(prompts):
+        single = hf.generate(target, draft, torch.tensor([prompt]), 9, tree=(3, 2), verifier="khisti",
+                             seed=int(seeds[b]), top_k=5).sequences[0, len(prompt):]
+        assert batch.sequences[b, width:].tolist() == single.tolist()
+
+
+def test_tree_shapes():
+    assert hf.Tree.branching((2, 2)).parents == (-1, -1, 0, 0, 1, 1)
+    assert hf.Tree.chains(2, 3).parents == (-1, 0, 1, -1, 3, 4)
+    assert UNBALANCED.depth == 3 and UNBALANCED.children[-1] == (0, 1) and UNBALANCED.widest_group() == 2
+    assert hf.Tree.branching((3, 1)).depths == (1, 1, 1, 2, 2, 2)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(tree=(2, 2), num_drafts=2), "either 'tree'"),
+    (dict(tree=(2, 0)), "ints >= 1"),
+    (dict(tree=()), "non-empty"),
+    (dict(tree=hf.Tree.branching((2, 3)), verifier="spechub"), "exactly 2"),
+    (dict(tree=(1, 2), verifier="sps"), "exactly 1"),
+    (dict(tree=(50, 50)), "more than 1024"),
+])
+def test_bad_trees_raise_clear_errors(kwargs, message, pairs):
+    target, draft = pairs["gpt2"]
+    with pytest.raises(ValueError, match=message):
+        hf.generate(target, draft, torch.tensor([PROMPT]), 4, **kwargs)
+
+
+@pytest.mark.parametrize("parents, message", [([0], "parents\\[0\\]"), ([-1, 1], "parents\\[1\\]"), ([], "non-empty"),
+                                              ([-1, -2], "parents\\[1\\]"), ([-1, 0.5], "parents\\[1\\]")])
+def test_bad_parents_raise_clear_errors(parents, message):
+    with pytest.raises(ValueError, match=message):
+        hf.Tree(parents)
