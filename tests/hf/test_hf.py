@@ -359,6 +359,7 @@ def test_generation_benchmark_runs_on_tiny_models(pairs):
     assert [r["method"] for r in rows] == ["target.generate", "transformers assisted"] + ["multidraft otlp"] * 2
     assert [r.get("draft_length") for r in rows] == [None, None, 1, 3]
     assert rows[0]["tokens_per_pass"] == 1.0 and rows[2]["tokens_per_pass"] >= 1.0
-    # the new token and n drafts per level at least (the first round also reads the prompt)
-    assert rows[3]["target_positions_per_round"] > rows[2]["target_positions_per_round"] >= 1 + 2
+    # the new token and one draft node per level at least (identical drafts are one node; the
+    # first round also reads the prompt)
+    assert rows[3]["target_positions_per_round"] > rows[2]["target_positions_per_round"] >= 1 + 1
     assert "| multidraft otlp | 2 | 3 |" in format_rows(rows)

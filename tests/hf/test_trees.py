@@ -133,3 +133,55 @@ def test_bad_trees_raise_clear_errors(kwargs, message, pairs):
 def test_bad_parents_raise_clear_errors(parents, message):
     with pytest.raises(ValueError, match=message):
         hf.Tree(parents)
+
+
+def wide_pair(V=3000):
+    """A tiny Llama pair over a vocabulary of V tokens (the defaults must work at any V)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    models = []
+    for seed, layers in ((0, 2), (1, 1)):
+        torch.manual_seed(seed)
+        config = LlamaConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_attention_heads=2,
+                             num_key_value_heads=1, num_hidden_layers=layers, max_position_embeddings=64)
+        models.append(LlamaForCausalLM(config).eval())
+    return models
+
+
+def test_defaults_work_at_a_large_vocabulary_and_slow_requests_are_refused_at_once():
+    target, draft = wide_pair()
+    calls = []
+    target.register_forward_hook(lambda *args: calls.append(1))
+    ids = torch.tensor([PROMPT])
+    for kwargs in (dict(num_drafts=4), dict(tree=(6, 2))):
+        s = hf.generate(target, draft, ids, 12, seed=0, **kwargs).stats
+        assert s.verifier == "global_resolution" and s.new_tokens == 12
+    calls.clear()
+    for kwargs in (dict(verifier="otlp", num_drafts=4, draft_top_k=None), dict(verifier="otlp", num_drafts=4),
+                   dict(tree=(8, 1), draft_top_k=64)):
+        with pytest.raises(ValueError, match="per node at loop speed"):
+            hf.generate(target, draft, ids, 12, seed=0, **kwargs)
+    assert not calls  # refused before any forward pass
+    s = hf.generate(target, draft, ids, 6, seed=0, verifier="otlp", num_drafts=4, draft_top_k=12).stats
+    assert s.new_tokens == 6
+
+
+def test_auto_draft_truncation_keeps_the_mass_it_promises():
+    from multidraft.hf._laws import AUTO_DRAFT_MASS, AUTO_DRAFT_TOKENS, truncate_draft
+
+    rng = np.random.default_rng(0)
+    for scale in (0.1, 1.0, 4.0, 20.0):
+        q = np.exp(rng.standard_normal((50, 500)) * scale)
+        q /= q.sum(1, keepdims=True)
+        cut = truncate_draft(q, "auto")
+        np.testing.assert_allclose(cut.sum(1), 1.0)
+        kept = cut > 0
+        for row, keep in zip(q, kept):
+            order = np.sort(row)[::-1]
+            k = keep.sum()
+            assert k <= AUTO_DRAFT_TOKENS
+            assert k == AUTO_DRAFT_TOKENS or order[:k].sum() >= AUTO_DRAFT_MASS  # enough mass...
+            assert k == 1 or order[:k - 1].sum() < AUTO_DRAFT_MASS  # ... with no token to spare
+            assert row[keep].min() >= row[~keep].max()  # the most probable ones
+    one_hot = np.eye(5)[[2]]
+    np.testing.assert_array_equal(truncate_draft(one_hot, "auto"), one_hot)

@@ -5,31 +5,34 @@ custom_generate=multidraft.hf.decode, draft_model=draft, ...)`` (transformers pr
 generation config, logits processors and stopping criteria), and :func:`generate`, the
 lower-level function (temperature / top-k / top-p, an end-of-sequence list, ``max_new_tokens``).
 
-A round, per prompt (SpecTr-style, any verifier of :func:`multidraft.verifier_names`):
+A round, per prompt, on a token tree (``tree=``, see :class:`Tree`; ``num_drafts=n,
+draft_length=L`` is the tree of n chains of L tokens), any verifier of :func:`multidraft.verifier_names`:
 
-1. Draft: ``n`` draft sequences of ``L`` tokens. The draft model runs once on the tokens it has
-   not seen, then ``L - 1`` times on one token per sequence; at every position the sequences are
-   grouped by identical prefix and each group's next tokens are drawn jointly by the verifier's
-   scheme, ``v.draft(q(. | prefix), group_size, rng)``.
-2. Target: ONE forward pass over the new token and the ``n * L`` draft tokens gives ``p(. |
-   prefix)`` at the ``L + 1`` positions of every sequence.
-3. Verify position by position among the sequences still alive (those whose prefix equals the
-   tokens accepted so far): they form one group, so their tokens are a sample of the verifier's
-   scheme and its output is distributed as ``p(. | prefix)``. A rejection ends the round with
-   the verifier's token; when all ``L`` positions are accepted a bonus token is drawn from ``p``.
+1. Draft: the draft model reads the tokens it has not seen, which gives the draft law at the root
+   (the last committed token); then once per depth it reads all nodes of that depth that have
+   children. At each node the children are drawn jointly as ONE group by the verifier's scheme,
+   ``v.draft(q(. | prefix), k, rng)`` with k the node's child slots; children that drew the same
+   token are one node (identical prefixes are scored once), whose group is all their slots' children.
+2. Target: ONE forward pass over the new token and every draft node gives ``p(. | prefix)`` at
+   the root and after every node.
+3. Verify from the root down: at each node its group is verified against ``p(. | node)``; the
+   output is distributed as ``p(. | node)`` given everything before it, and if it equals a child
+   the walk continues there; otherwise the round ends with that token. A leaf reached draws a
+   bonus token from ``p``.
 
 The law ``p`` (and ``q``) is what plain sampling would draw from: the logits processors (or
 temperature / top-k / top-p) applied at every position with that position's own prefix.
 
-Caches (see ``_tree``): each prompt is one row of both models' caches; the ``n`` sequences are
-chains of slots under a 4-D attention mask with true position ids (sliding windows applied by
-position), and the accepted chain prefix is kept by gathering the cache. Nothing is copied ``n``
+Caches (see ``_tree``): each prompt is one row of both models' caches; the tree's nodes are slots
+under a 4-D attention mask (each node sees its ancestors) with true position ids (sliding windows
+applied by position), and the accepted path is kept by gathering the cache. Nothing is copied ``n``
 times, no prompt is encoded twice, and no hole is ever left. Models whose cache this cannot keep
 exactly (recurrent or chunked layers, flash/flex attention) are refused with a ValueError.
 
 Degenerate draft laws (one token, e.g. greedy decoding; fewer tokens than drafts without
-replacement) need no special case: the verifiers degrade losslessly themselves. Only a group of
-one draft under a verifier that takes a fixed ``n`` (``"spechub"``: 2) is verified by ``"sps"``.
+replacement) need no special case: the verifiers degrade losslessly themselves. Under a verifier
+that takes a fixed ``n`` (``"spechub"``: 2) a group of one slot is verified by ``"sps"`` and a
+merged node with more slots draws ``n`` of them.
 
 Out-of-vocabulary drafts ([OOV], see ``_oov``): with ``vocabulary_map=`` the draft's logit columns
 (a pruned LM head, :func:`prune_draft_head`) are laid over the target ids and the drafts are drawn
@@ -50,9 +53,11 @@ __all__ = ["decode", "generate", "prune_draft_head", "warp_probabilities", "Tree
 # _score and _verify (the three steps of a round), _loop (rounds until every row stops), _generate
 # (the two entry points), _stats (what a call reports); _laws, _tree and _oov serve them.
 
-#: The default verifier: the exact optimal one (OTLP plan, acceptance alpha*; see NAMED_OPTIONS).
+#: The default verifier: Global Resolution ([GR] Algorithm 1 with the exact output correction), the
+#: exact output law with acceptance within its bound of alpha* at the speed of a few passes over the
+#: draft support, for groups of up to 6 drafts at any vocabulary (with draft_top_k="auto").
 DEFAULT_VERIFIER = _setup.DEFAULT_VERIFIER
 
-#: Options used when a verifier is given by name: the exact OTLP through the complementary-slackness
-#: max-flow (same optimum, much faster at large V), Global Resolution with its exact fallback.
+#: Options used when a verifier is given by name (none at present: every verifier's defaults; Global
+#: Resolution without the max-flow fallback, whose network would stall the loop at large supports).
 NAMED_OPTIONS = _setup.NAMED_OPTIONS

@@ -22,7 +22,7 @@ def draft_round(s: Setup, shape: Tree, cache: TreeCache, pending, active, rows, 
     The draft model first reads each row's pending tokens, which gives the root's law; then, for
     depth d = 1, 2, ..., it reads the depth-d nodes that have children to draw, all rows at once.
     """
-    trees = [RoundTree(shape, limit) for limit in limits]
+    trees = [RoundTree(shape, limit, s.group_cap) for limit in limits]
     chunk = pending_slots(pending, cache, s.pad_token_id)
     root_pos = chunk[2][:, -1]
     B = len(pending)

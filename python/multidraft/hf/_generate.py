@@ -11,7 +11,7 @@ from transformers.generation import EosTokenCriteria, MaxLengthCriteria
 
 from .. import _validation as check
 from ..verifiers import Verifier
-from ._laws import processor_law, sampling_options, warp_law
+from ._laws import draft_top_k_option, processor_law, sampling_options, warp_law
 from ._loop import run
 from ._oov import DraftVocabulary
 from ._setup import DEFAULT_VERIFIER, Setup, read_prompts, read_tree, resolve_verifier, token_ids
@@ -23,7 +23,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
              draft_length: Optional[int] = None, verifier: Union[str, Verifier] = DEFAULT_VERIFIER, temperature: float = 1.0,
              top_k: Optional[int] = None, top_p: Optional[float] = None, seed=None, attention_mask=None,
              eos_token_id: Union[None, int, Sequence[int]] = None, pad_token_id: Optional[int] = None,
-             kv_cache: bool = True, draft_top_k: Optional[int] = None, streamer=None, vocabulary_map=None,
+             kv_cache: bool = True, draft_top_k: Union[None, int, str] = "auto", streamer=None, vocabulary_map=None,
              affinity=None, tree=None) -> GenerationResult:
     """Sample up to ``max_new_tokens`` tokens per prompt from ``target`` with multi-draft speculation.
 
@@ -33,14 +33,17 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
     are one node), or ``tree``: a round's draft tree, branching widths ``(b1, ..., bL)`` (children
     per node at each depth) or a :class:`Tree` (any shape, e.g. unbalanced; docs/model-generate.md,
     "Token trees"), each node's children drawn jointly and verified as one group; ``verifier``: a name of
-    :func:`multidraft.verifier_names` or a :class:`multidraft.Verifier` (default ``"otlp"``, the
-    exact optimum). ``temperature`` / ``top_k`` / ``top_p``: see :func:`warp_probabilities`; the
+    :func:`multidraft.verifier_names` or a :class:`multidraft.Verifier` (default ``"global_resolution"``:
+    exact output law, acceptance within its stated bound of the optimum). ``temperature`` / ``top_k`` / ``top_p``: see :func:`warp_probabilities`; the
     output is distributed exactly as sampling from the warped target (``temperature=0``: the
     target's greedy output). ``seed``: int, sequence of B ints (one per prompt) or
     ``numpy.random.Generator``; row b of a batch equals a one-prompt call with
     ``seed=multidraft.row_seeds(seed, B)[b]``. ``draft_top_k``: draw the drafts from the draft law
     truncated to its k most probable tokens (the verifier sees that law, the target is untouched:
-    same output law, cheaper exact verifiers at large vocabularies). ``eos_token_id``: an id or a
+    same output law, cheaper exact verifiers at large vocabularies); ``"auto"`` (the default): the
+    fewest tokens holding 99.5% of the draft's mass, at most 32; None: the whole law. A request
+    whose verification would take seconds per token (an exact network verifier over a large draft
+    support) is refused at once with a ValueError saying what to change. ``eos_token_id``: an id or a
     list of ids that end a row (then ``pad_token_id``, default the target's or 0). ``kv_cache``:
     keep both caches across rounds (``False`` re-encodes every context each round: same law, more
     work). ``streamer``: a transformers streamer (one prompt), fed the prompt then the new tokens.
@@ -54,8 +57,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
     shape = read_tree(tree, num_drafts, draft_length)
     max_new_tokens = check.count(max_new_tokens, "max_new_tokens", minimum=0)
     law = warp_law(*sampling_options(temperature, top_k, top_p))
-    if draft_top_k is not None:
-        draft_top_k = check.count(draft_top_k, "draft_top_k")
+    draft_top_k = draft_top_k_option(draft_top_k)
     ids, prompts = read_prompts(input_ids, attention_mask)
     stopping = StoppingCriteriaList([MaxLengthCriteria(ids.shape[1] + max_new_tokens)])
     if eos_token_id is not None:
@@ -72,7 +74,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
                   kv_cache=bool(kv_cache), vocabulary=DraftVocabulary(vocabulary_map, affinity))
     if max_new_tokens == 0:
         check_model(target, "target"), check_model(draft, "draft_model")
-        setup.vocabulary.target_width(target, draft)
+        setup.check_cost(setup.vocabulary.target_width(target, draft))
         return GenerationResult(ids, setup.new_stats())
     return GenerationResult(*run(setup))
 
@@ -83,7 +85,7 @@ _MODEL_KWARGS = ("attention_mask", "position_ids", "use_cache", "past_key_values
 
 def decode(model, input_ids, logits_processor, stopping_criteria, generation_config, draft_model=None,
            num_drafts: Optional[int] = None, draft_length: Optional[int] = None, verifier: Union[str, Verifier] = DEFAULT_VERIFIER,
-           draft_top_k: Optional[int] = None, seed=None, vocabulary_map=None, affinity=None, tree=None,
+           draft_top_k: Union[None, int, str] = "auto", seed=None, vocabulary_map=None, affinity=None, tree=None,
            **model_kwargs):
     """Multi-draft speculative sampling as transformers' ``custom_generate`` callable::
 
@@ -108,8 +110,7 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
         raise ValueError("'draft_model' is required: target.generate(..., custom_generate=multidraft.hf.decode, "
                          "draft_model=draft)")
     shape = read_tree(tree, num_drafts, draft_length)
-    if draft_top_k is not None:
-        draft_top_k = check.count(draft_top_k, "draft_top_k")
+    draft_top_k = draft_top_k_option(draft_top_k)
     _check_generation_config(generation_config, model_kwargs)
     ids, prompts = read_prompts(input_ids, model_kwargs.get("attention_mask"))
     if seed is None:

@@ -65,12 +65,36 @@ def top_k_mask(x: np.ndarray, k: int) -> np.ndarray:
     return x >= np.partition(x, -k, axis=-1)[..., -k][..., None]
 
 
-def truncate_draft(q: np.ndarray, k: Optional[int]) -> np.ndarray:
-    """The draft law restricted to its k most probable tokens ([GR] App. N), renormalised."""
+#: ``draft_top_k="auto"``: keep the most probable draft tokens until their mass reaches this...
+AUTO_DRAFT_MASS = 0.995
+#: ... but never more than this many (the exact verifiers' cost grows with the draft support).
+AUTO_DRAFT_TOKENS = 32
+
+
+def truncate_draft(q: np.ndarray, k) -> np.ndarray:
+    """The draft law (N, V) restricted to its k most probable tokens ([GR] App. N), renormalised;
+    ``k="auto"``: per row, the fewest most probable tokens whose mass reaches
+    :data:`AUTO_DRAFT_MASS`, at most :data:`AUTO_DRAFT_TOKENS` (ties at the cut kept); None: q."""
     if k is None:
         return q
-    q = np.where(top_k_mask(q, k), q, 0.0)
+    if k == "auto":
+        k = min(AUTO_DRAFT_TOKENS, q.shape[-1])
+        top = -np.sort(-np.partition(q, q.shape[-1] - k, axis=-1)[..., -k:], axis=-1)  # (N, k) descending
+        needed = np.minimum((np.cumsum(top, axis=-1) < AUTO_DRAFT_MASS * q.sum(-1, keepdims=True)).sum(-1), k - 1)
+        keep = q >= np.take_along_axis(top, needed[..., None], axis=-1)
+    else:
+        keep = top_k_mask(q, k)
+    q = np.where(keep, q, 0.0)
     return q / q.sum(axis=-1, keepdims=True)
+
+
+def draft_top_k_option(value):
+    """``draft_top_k`` as given: None, "auto" or a count >= 1 (ValueError otherwise)."""
+    if value is None or isinstance(value, str) and value == "auto":
+        return value
+    if isinstance(value, str):
+        raise ValueError(f"'draft_top_k' must be an int >= 1, 'auto' or None, got {value!r}")
+    return check.count(value, "draft_top_k")
 
 
 def sampling_options(temperature, top_k, top_p):

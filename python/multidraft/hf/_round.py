@@ -19,15 +19,13 @@ from ._shape import Tree
 _SINGLE = make_verifier("sps")
 
 
-def group_verifier(v: Verifier, group_size: int) -> Tuple[Verifier, int]:
-    """(the verifier of a group of ``group_size`` child slots, how many drafts it draws): ``v`` with
-    all of them, or for a verifier that takes a fixed n (``"spechub"``: 2) that n when there are
-    more slots (the rest stay empty) and ``"sps"`` for a single slot."""
-    if v.fixed_n is None:
-        return v, group_size
-    if group_size >= v.fixed_n:
-        return v, v.fixed_n
-    return _SINGLE, 1
+def group_verifier(v: Verifier, group_size: int, cap: Optional[int]) -> Tuple[Verifier, int]:
+    """(the verifier of a group of ``group_size`` child slots, how many drafts it draws): ``v``
+    with all of them up to ``cap`` (the rest stay empty, see ``_budget``), but ``"sps"`` for a
+    single slot under a verifier that takes a fixed n > 1 (``"spechub"``)."""
+    if v.fixed_n is not None and group_size < v.fixed_n:
+        return _SINGLE, 1
+    return v, group_size if cap is None else min(group_size, cap)
 
 
 class Group:
@@ -44,8 +42,8 @@ class Group:
 class RoundTree:
     """The draft nodes of one row in one round (module docstring)."""
 
-    def __init__(self, shape: Tree, depth_limit: int):
-        self.shape, self.depth_limit = shape, depth_limit
+    def __init__(self, shape: Tree, depth_limit: int, group_cap: Optional[int] = None):
+        self.shape, self.depth_limit, self.group_cap = shape, depth_limit, group_cap
         self.tokens: List[int] = [-1]          # node -> its token (-1: the root)
         self.parents: List[int] = [-1]
         self.depths: List[int] = [0]
@@ -67,7 +65,7 @@ class RoundTree:
         """Draw the group of ``node`` from its draft law ``q`` (V,) and add one child per distinct
         token (slots that drew the same token are one node)."""
         slots = self.child_slots(node)
-        verifier, k = group_verifier(v, len(slots))
+        verifier, k = group_verifier(v, len(slots), self.group_cap)
         drafts = verifier.draft(q, k, rng)
         group = self.groups[node] = Group(drafts, verifier, q)
         for slot, token in zip(slots, drafts.tolist()):

@@ -10,15 +10,16 @@ import torch
 
 from .. import _validation as check
 from ..verifiers import Verifier, verifier as make_verifier
-from ._laws import Law
+from ._budget import check_group
+from ._laws import AUTO_DRAFT_TOKENS, Law
 from ._oov import DraftVocabulary
 from ._shape import Tree
 from ._stats import GenerationStats
 
 # The default verifier and the options of verifiers given by name (documented where the package
 # exports them, multidraft.hf.DEFAULT_VERIFIER and multidraft.hf.NAMED_OPTIONS).
-DEFAULT_VERIFIER = "otlp"
-NAMED_OPTIONS: Dict[str, Dict[str, object]] = {"global_resolution": {"fallback": True}}
+DEFAULT_VERIFIER = "global_resolution"
+NAMED_OPTIONS: Dict[str, Dict[str, object]] = {}
 
 
 def resolve_verifier(verifier: Union[str, Verifier], shape: Tree) -> Verifier:
@@ -82,7 +83,7 @@ class Setup:
     stopping: Callable                 # StoppingCriteriaList: (input_ids, scores) -> (rows,) bool
     shape: Tree                        # the draft tree of every round (the first one with a planner)
     verifier: Verifier
-    draft_top_k: Optional[int]
+    draft_top_k: Union[None, int, str]  # None, a count or "auto" (see _laws.truncate_draft)
     seed: object
     pad_token_id: int
     max_length: Optional[int] = None   # rows end there: later draft positions would be wasted
@@ -90,6 +91,14 @@ class Setup:
     kv_cache: bool = True
     vocabulary: DraftVocabulary = DraftVocabulary(None, None)  # draft logits -> proposal over target ids
     planner: Optional[Callable] = None  # tree="auto": (stats) -> the next round's Tree
+    group_cap: Optional[int] = None    # the most drafts drawn at one node (set by check_cost)
+
+    def check_cost(self, V: int) -> None:
+        """Set ``group_cap``, the most drafts the verifier draws at a node, after a ValueError
+        (before any forward pass) for a shape whose verification would stall (see ``_budget``)."""
+        support = V if self.draft_top_k is None else min(V, AUTO_DRAFT_TOKENS if self.draft_top_k == "auto"
+                                                            else self.draft_top_k)
+        self.group_cap = check_group(self.verifier, support, self.shape.widest_group())
 
     def new_stats(self) -> GenerationStats:
         return GenerationStats(len(self.shape.children[-1]), self.shape.depth, self.verifier.name, self.shape.parents)

@@ -89,6 +89,11 @@ class Tree:
         """The most children any node has (the largest group of drafts drawn at one node)."""
         return max(len(c) for c in self.children.values())
 
+    def widest_level(self) -> int:
+        """The most nodes of one depth: the largest group a merged node can draw (when every
+        slot of the depth above drew the same tokens)."""
+        return max(self.depths.count(d) for d in set(self.depths))
+
     def __eq__(self, other) -> bool:
         return isinstance(other, Tree) and other.parents == self.parents
 
