@@ -47,12 +47,27 @@ def test_trees_follow_the_target_law(name, shape, family, pairs):
     assert result.stats.tree == tree.parents and result.stats.draft_length == tree.depth
 
 
+@pytest.mark.parametrize("name, budget, family", [("global_resolution", 6, "llama"), ("spectr", 4, "gemma2"),
+                                                  ("sps", 3, "qwen2")])
+def test_auto_trees_follow_the_target_law(name, budget, family, pairs):
+    """tree="auto" re-plans the shape from the run's statistics (rounds 1, 2, 4, ...): the shape
+    depends on the past only, so every round stays exact."""
+    target, draft = pairs[family]
+    sequences, probs = sequence_law(target, PROMPT, 3, 1.0)
+    result = hf.generate(target, draft, torch.tensor([PROMPT] * SAMPLES), 3, tree="auto", node_budget=budget,
+                         verifier=name, seed=17)
+    assert_follows(result.sequences[:, len(PROMPT):].numpy(), sequences, probs, target.config.vocab_size,
+                   f"auto {name} {family}")
+    shape = hf.Tree(result.stats.tree)
+    assert shape.size <= budget and (name != "sps" or shape.widest_group() == 1)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_greedy_trees_are_the_target_greedy_output(family, pairs):
     target, draft = pairs[family]
     greedy = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0, eos_token_id=None)
     for drafter in (draft, target):
-        for tree in ((3, 2, 1), UNBALANCED):
+        for tree in ((3, 2, 1), UNBALANCED, "auto"):
             ours = target.generate(LEFT_PADDED, attention_mask=MASK, max_new_tokens=14, pad_token_id=0,
                                    eos_token_id=None, custom_generate=hf.decode, draft_model=drafter, tree=tree)
             assert torch.equal(ours, greedy), tree
@@ -121,6 +136,9 @@ def test_tree_shapes():
     (dict(tree=hf.Tree.branching((2, 3)), verifier="spechub"), "exactly 2"),
     (dict(tree=(1, 2), verifier="sps"), "exactly 1"),
     (dict(tree=(50, 50)), "more than 1024"),
+    (dict(tree="bushy"), "'auto'"),
+    (dict(tree=(2, 2), node_budget=8), "tree='auto' only"),
+    (dict(tree="auto", node_budget=0), "node_budget"),
 ])
 def test_bad_trees_raise_clear_errors(kwargs, message, pairs):
     target, draft = pairs["gpt2"]

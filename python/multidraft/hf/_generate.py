@@ -24,7 +24,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
              top_k: Optional[int] = None, top_p: Optional[float] = None, seed=None, attention_mask=None,
              eos_token_id: Union[None, int, Sequence[int]] = None, pad_token_id: Optional[int] = None,
              kv_cache: bool = True, draft_top_k: Union[None, int, str] = "auto", streamer=None, vocabulary_map=None,
-             affinity=None, tree=None) -> GenerationResult:
+             affinity=None, tree=None, node_budget: Optional[int] = None) -> GenerationResult:
     """Sample up to ``max_new_tokens`` tokens per prompt from ``target`` with multi-draft speculation.
 
     ``target``, ``draft``: transformers causal LMs sharing one tokenizer. ``input_ids`` (B, T) or
@@ -32,7 +32,10 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
     n draft sequences of ``draft_length`` L tokens per round (default 2 and 4; identical prefixes
     are one node), or ``tree``: a round's draft tree, branching widths ``(b1, ..., bL)`` (children
     per node at each depth) or a :class:`Tree` (any shape, e.g. unbalanced; docs/model-generate.md,
-    "Token trees"), each node's children drawn jointly and verified as one group; ``verifier``: a name of
+    "Token trees"), each node's children drawn jointly and verified as one group; ``tree="auto"``:
+    each round's tree chosen for the most expected tokens per second from the run's acceptance and
+    the models' measured pass costs (at most ``node_budget`` nodes, default 16; the first call per
+    model measures its cost curve); ``verifier``: a name of
     :func:`multidraft.verifier_names` or a :class:`multidraft.Verifier` (default ``"global_resolution"``:
     exact output law, acceptance within its stated bound of the optimum). ``temperature`` / ``top_k`` / ``top_p``: see :func:`warp_probabilities`; the
     output is distributed exactly as sampling from the warped target (``temperature=0``: the
@@ -54,7 +57,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
     target's output law ([OOV]). Without a map the two models must share one vocabulary.
     Returns :class:`GenerationResult`; :func:`decode` runs the same loop inside ``model.generate``.
     """
-    shape = read_tree(tree, num_drafts, draft_length)
+    shape, budget = read_tree(tree, num_drafts, draft_length, node_budget)
     max_new_tokens = check.count(max_new_tokens, "max_new_tokens", minimum=0)
     law = warp_law(*sampling_options(temperature, top_k, top_p))
     draft_top_k = draft_top_k_option(draft_top_k)
@@ -69,12 +72,13 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
             raise ValueError(f"a streamer takes one prompt at a time, got a batch of {len(prompts)}")
         streamer.put(ids)
     setup = Setup(target=target, draft=draft, ids=ids, prompts=prompts, law=law, stopping=stopping, shape=shape,
-                  verifier=resolve_verifier(verifier, shape), draft_top_k=draft_top_k, seed=seed,
+                  verifier=resolve_verifier(verifier, None if budget else shape), draft_top_k=draft_top_k,
+                  seed=seed, node_budget=budget,
                   pad_token_id=int(pad_token_id), max_length=ids.shape[1] + max_new_tokens, streamer=streamer,
                   kv_cache=bool(kv_cache), vocabulary=DraftVocabulary(vocabulary_map, affinity))
     if max_new_tokens == 0:
         check_model(target, "target"), check_model(draft, "draft_model")
-        setup.check_cost(setup.vocabulary.target_width(target, draft))
+        setup.start(setup.vocabulary.target_width(target, draft))
         return GenerationResult(ids, setup.new_stats())
     return GenerationResult(*run(setup))
 
@@ -86,7 +90,7 @@ _MODEL_KWARGS = ("attention_mask", "position_ids", "use_cache", "past_key_values
 def decode(model, input_ids, logits_processor, stopping_criteria, generation_config, draft_model=None,
            num_drafts: Optional[int] = None, draft_length: Optional[int] = None, verifier: Union[str, Verifier] = DEFAULT_VERIFIER,
            draft_top_k: Union[None, int, str] = "auto", seed=None, vocabulary_map=None, affinity=None, tree=None,
-           **model_kwargs):
+           node_budget: Optional[int] = None, **model_kwargs):
     """Multi-draft speculative sampling as transformers' ``custom_generate`` callable::
 
         target.generate(input_ids, attention_mask=mask, custom_generate=multidraft.hf.decode,
@@ -102,14 +106,15 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
     pad id, feeds a ``streamer`` and returns a tensor, or with ``return_dict_in_generate=True`` a
     :class:`MultiDraftOutput` (``.sequences``, ``.multidraft`` statistics).
 
-    Extra arguments: ``draft_model`` (required), ``num_drafts``, ``draft_length``, ``tree``, ``verifier``,
+    Extra arguments: ``draft_model`` (required), ``num_drafts``, ``draft_length``, ``tree``,
+    ``node_budget``, ``verifier``,
     ``draft_top_k``, ``vocabulary_map``, ``affinity`` and ``seed`` as in :func:`generate`
     (``seed=None`` draws the seed from torch's global generator, so ``torch.manual_seed`` makes runs repeatable).
     """
     if draft_model is None:
         raise ValueError("'draft_model' is required: target.generate(..., custom_generate=multidraft.hf.decode, "
                          "draft_model=draft)")
-    shape = read_tree(tree, num_drafts, draft_length)
+    shape, budget = read_tree(tree, num_drafts, draft_length, node_budget)
     draft_top_k = draft_top_k_option(draft_top_k)
     _check_generation_config(generation_config, model_kwargs)
     ids, prompts = read_prompts(input_ids, model_kwargs.get("attention_mask"))
@@ -118,7 +123,8 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
     pad = generation_config._pad_token_tensor
     setup = Setup(target=model, draft=draft_model, ids=ids, prompts=prompts,
                   law=processor_law(logits_processor, not generation_config.do_sample, len(prompts)),
-                  stopping=stopping_criteria, shape=shape, verifier=resolve_verifier(verifier, shape),
+                  stopping=stopping_criteria, shape=shape, verifier=resolve_verifier(verifier, None if budget else shape),
+                  node_budget=budget,
                   draft_top_k=draft_top_k, seed=seed, pad_token_id=0 if pad is None else int(pad),
                   max_length=generation_config.max_length, streamer=_caller_streamer(),
                   vocabulary=DraftVocabulary(vocabulary_map, affinity))

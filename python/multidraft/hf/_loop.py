@@ -20,7 +20,7 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
     """The generation loop (package docstring): (sequences (B, T + N), statistics)."""
     layouts = check_model(s.target, "target"), check_model(s.draft, "draft_model")
     V = s.vocabulary.target_width(s.target, s.draft)
-    s.check_cost(V)
+    s.start(V)
     B = len(s.prompts)
     rows = [s.ids[b].tolist() for b in range(B)]  # grows with the new tokens
     generators = row_generators(s.seed, B)

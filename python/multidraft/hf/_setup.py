@@ -10,7 +10,8 @@ import torch
 
 from .. import _validation as check
 from ..verifiers import Verifier, verifier as make_verifier
-from ._budget import check_group
+from ._auto import AutoTree, read_budget
+from ._budget import check_group, largest_group
 from ._laws import AUTO_DRAFT_TOKENS, Law
 from ._oov import DraftVocabulary
 from ._shape import Tree
@@ -22,16 +23,17 @@ DEFAULT_VERIFIER = "global_resolution"
 NAMED_OPTIONS: Dict[str, Dict[str, object]] = {}
 
 
-def resolve_verifier(verifier: Union[str, Verifier], shape: Tree) -> Verifier:
+def resolve_verifier(verifier: Union[str, Verifier], shape: Optional[Tree]) -> Verifier:
     """The verifier a call names (by name with :data:`NAMED_OPTIONS`, or given), refused when the loop
-    cannot run it on the draft tree ``shape`` (groups of drafts from one draft model)."""
+    cannot run it on the draft tree ``shape`` (groups of drafts from one draft model; None: any
+    shape the planner of tree="auto" picks, within the verifier's largest group)."""
     v = make_verifier(verifier, **NAMED_OPTIONS.get(verifier, {})) if isinstance(verifier, str) else verifier
     if not isinstance(v, Verifier):
         raise ValueError(f"'verifier' must be a name of multidraft.verifier_names() or a Verifier, got {verifier!r}")
     if v.scheme_kind == "independent":
         raise ValueError(f"verifier {v!r} needs one draft model per draft ('independent' scheme); "
                          "multidraft.hf drafts all sequences from one draft model")
-    root, widest = len(shape.children[-1]), shape.widest_group()
+    root, widest = (v.fixed_n, v.fixed_n) if shape is None else (len(shape.children[-1]), shape.widest_group())
     if v.fixed_n is not None and (root != v.fixed_n or widest > v.fixed_n):
         raise ValueError(f"verifier {v.name!r} takes exactly {v.fixed_n} draft(s) per group: 'num_drafts' must be "
                          f"{v.fixed_n} (or a tree whose root has {v.fixed_n} children and no node more), got {root} "
@@ -90,15 +92,22 @@ class Setup:
     streamer: object = None
     kv_cache: bool = True
     vocabulary: DraftVocabulary = DraftVocabulary(None, None)  # draft logits -> proposal over target ids
-    planner: Optional[Callable] = None  # tree="auto": (stats) -> the next round's Tree
+    node_budget: Optional[int] = None  # tree="auto": the most draft nodes of a round
+    planner: Optional[Callable] = None  # tree="auto": (stats) -> the next round's Tree (set by start)
     group_cap: Optional[int] = None    # the most drafts drawn at one node (set by check_cost)
 
-    def check_cost(self, V: int) -> None:
-        """Set ``group_cap``, the most drafts the verifier draws at a node, after a ValueError
-        (before any forward pass) for a shape whose verification would stall (see ``_budget``)."""
+    def start(self, V: int) -> None:
+        """Before any forward pass: set ``group_cap``, the most drafts the verifier draws at one
+        node (see ``_budget``), after a ValueError for a shape whose verification would stall;
+        with ``tree="auto"`` build the planner (its cost curves are measured on first use)."""
         support = V if self.draft_top_k is None else min(V, AUTO_DRAFT_TOKENS if self.draft_top_k == "auto"
                                                             else self.draft_top_k)
-        self.group_cap = check_group(self.verifier, support, self.shape.widest_group())
+        if self.node_budget is None:
+            self.group_cap = check_group(self.verifier, support, self.shape.widest_group())
+        else:
+            self.group_cap = largest_group(self.verifier, support)
+            self.planner = AutoTree(self.target, self.draft, self.verifier, self.node_budget, self.group_cap,
+                                    self.prompts[0])
 
     def new_stats(self) -> GenerationStats:
         return GenerationStats(len(self.shape.children[-1]), self.shape.depth, self.verifier.name, self.shape.parents)
@@ -107,17 +116,25 @@ class Setup:
         """The round's draft tree: ``shape``, or the planner's choice from the statistics so far."""
         if self.planner is not None:
             self.shape = self.planner(stats)
-            stats.tree = self.shape.parents
+            stats.tree, stats.num_drafts = self.shape.parents, len(self.shape.children[-1])
+            stats.draft_length = max(stats.draft_length, self.shape.depth)
         return self.shape
 
 
-def read_tree(tree, num_drafts, draft_length) -> Tree:
-    """The shape a call asks for: ``tree`` (a :class:`Tree`, or branching widths) or chains of
-    ``num_drafts`` x ``draft_length`` (defaults 2 and 4); ValueError when both are given."""
+def read_tree(tree, num_drafts, draft_length, node_budget=None) -> Tuple[Tree, Optional[int]]:
+    """(the shape a call asks for, the node budget of ``tree="auto"`` or None): ``tree`` (a
+    :class:`Tree`, branching widths or "auto") or chains of ``num_drafts`` x ``draft_length``
+    (defaults 2 and 4); ValueError when both are given. For "auto" the shape is a placeholder
+    until the planner's first choice."""
+    auto, budget = read_budget(tree, node_budget)
     if tree is None:
         n = 2 if num_drafts is None else check.count(num_drafts, "num_drafts")
         L = 4 if draft_length is None else check.count(draft_length, "draft_length")
-        return Tree.chains(n, L)
+        return Tree.chains(n, L), None
     if num_drafts is not None or draft_length is not None:
         raise ValueError("give either 'tree' or 'num_drafts'/'draft_length' (chains), not both")
-    return tree if isinstance(tree, Tree) else Tree.branching(tree)
+    if auto:
+        return Tree.chains(1, 1), budget
+    if isinstance(tree, str):
+        raise ValueError(f"'tree' must be branching widths, a multidraft.hf.Tree or 'auto', got {tree!r}")
+    return (tree if isinstance(tree, Tree) else Tree.branching(tree)), None
