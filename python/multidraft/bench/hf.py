@@ -32,6 +32,8 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import numpy as np
 import torch
 
+from .trees import BUDGETS, DEPTHS, compare_trees, format_tree_rows, summary
+
 #: (verifier, n) compared by default: single draft, the exact optimum, and K-SEQ.
 CONFIGS: Tuple[Tuple[str, int], ...] = (("sps", 1), ("otlp", 2), ("otlp", 4), ("spectr", 4), ("rrs", 4))
 #: (verifier, n) of the out-of-vocabulary rows.
@@ -161,6 +163,13 @@ def main(argv=None) -> int:
     parser.add_argument("--prune", default="", help="comma-separated fractions of the vocabulary the pruned draft "
                         "heads keep (e.g. 0.25,0.1); needs the dataset of scripts/train_pair.py")
     parser.add_argument("--dataset", type=Path, default=Path("data/next_token_pairs.npz"))
+    parser.add_argument("--trees", action="store_true", help="add the token-tree table (multidraft.bench.trees): "
+                        "chains, trees and top-k trees by depth and node budget, and tree='auto'")
+    parser.add_argument("--depths", default=",".join(map(str, DEPTHS)), help="tree depths (default %(default)s)")
+    parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="node budgets (default %(default)s)")
+    parser.add_argument("--tree-verifier", default="global_resolution", help="verifier of the chains and trees "
+                        "with more than one draft per node (default %(default)s)")
+    parser.add_argument("--no-chains", action="store_true", help="skip the chain table (--configs)")
     args = parser.parse_args(argv)
     if not (args.pair / "target").is_dir():
         parser.error(f"no trained pair under {args.pair}: run scripts/train_pair.py first")
@@ -176,14 +185,25 @@ def main(argv=None) -> int:
     fractions = [float(f) for f in args.prune.split(",") if f]
     lengths = [int(length) for length in args.draft_length.split(",")]
     configs = [(name, int(n)) for name, n in (pair.split(":") for pair in args.configs.split(",") if pair)]
-    rows = compare(target, draft, prompt, args.new_tokens, args.repeats, configs=configs, draft_length=lengths,
-                   draft_top_k=args.draft_top_k or None, oov=pruned_drafters(draft, args.dataset, fractions))
-    print(format_rows(rows))
-    from .cost_model import format_predictions
+    plain = None
+    if not args.no_chains:
+        rows = compare(target, draft, prompt, args.new_tokens, args.repeats, configs=configs, draft_length=lengths,
+                       draft_top_k=args.draft_top_k or None, oov=pruned_drafters(draft, args.dataset, fractions))
+        print(format_rows(rows))
+        from .cost_model import format_predictions
 
-    print(f"\nPREDICTED speedups (cost model, best draft length <= {max(lengths)}, no verification cost) "
-          "from the measured acceptance, at deployment draft/target cost ratios:")
-    print(format_predictions({r["method"]: r["acceptance"] for r in rows if "acceptance" in r}, DEPLOYMENT_RATIOS))
+        print(f"\nPREDICTED speedups (cost model, best draft length <= {max(lengths)}, no verification cost) "
+              "from the measured acceptance, at deployment draft/target cost ratios:")
+        print(format_predictions({r["method"]: r["acceptance"] for r in rows if "acceptance" in r}, DEPLOYMENT_RATIOS))
+        plain = rows[0]["seconds"]
+    if args.trees:
+        tree_rows = compare_trees(target, draft, prompt, args.new_tokens, args.repeats, args.dataset,
+                                  depths=[int(d) for d in args.depths.split(",")],
+                                  budgets=[int(m) for m in args.budgets.split(",")], verifier=args.tree_verifier,
+                                  plain_seconds=plain)
+        print("\nToken trees (draft_top_k='auto'; predicted tokens from the acceptance measured on --dataset):")
+        print(format_tree_rows(tree_rows))
+        print(summary(tree_rows))
     return 0
 
 
