@@ -5,8 +5,8 @@ token, is implicit): ``parents[i]`` is node i's parent, -1 for the root, and ``p
 The children of a node, in index order, are one group of k drafts drawn jointly and verified
 together; at most one of them is accepted and the round continues in its subtree.
 
-Acceptance model ([Sequoia] = Chen et al. 2024, "Sequoia: scalable, robust and hardware-aware
-speculative decoding", Section 3): ``acceptance[k-1] = alpha(k)`` = P(one of a group of k
+Acceptance model, after [Sequoia] (Chen et al. 2024, "Sequoia: scalable, robust and
+hardware-aware speculative decoding"): ``acceptance[k-1] = alpha(k)`` = P(one of a group of k
 children is accepted | its parent is reached), the same at every node. Two position models:
 exchangeable (i.i.d. draft schemes: each of the k slots is the accepted one with probability
 alpha(k)/k) and positional (top-k drafts, most probable first: child i is accepted with
