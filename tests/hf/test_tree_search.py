@@ -330,6 +330,8 @@ def test_estimate_rejects_bad_observations():
     (lambda: best_trees([0.5], 0, 2), "budget must be >= 1"),
     (lambda: best_trees([0.5], 2.0, 2), "budget must be an integer"),
     (lambda: best_trees([0.5], 2, 0), "max_depth must be >= 1"),
+    (lambda: best_trees([0.5], 10 ** 6, 2), "budget must be <= 1024"),
+    (lambda: best_trees([0.5], 2, 10 ** 6), "max_depth must be <= 64"),
     (lambda: best_trees([0.5], 2, 2).tree(3, 2), "outside the table"),
     (lambda: best_trees([0.5], 2, 2).tree(2, 1), "no tree has 2 nodes within depth 1"),
     (lambda: expected_tokens((-1, 1), [0.5]), r"parents\[1\] = 1 must be -1"),
