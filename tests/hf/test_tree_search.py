@@ -149,6 +149,23 @@ def test_best_trees_matches_exhaustive_enumeration(every_tree, case, positional)
             assert list(table.widths[m, d, :len(widths)]) == widths and not table.widths[m, d, len(widths):].any()
 
 
+@pytest.mark.parametrize("positional", [False, True])
+def test_best_trees_rebuilds_trees_worth_their_values_beyond_enumeration(positional):
+    """Budget 12, depth 5, continuous random curves: near-ties between group sizes are common, and
+    every rebuilt tree must be worth exactly its table entry."""
+    rng = np.random.default_rng(11 + positional)
+    for _ in range(60):
+        alpha = np.sort(rng.random(int(rng.integers(1, 11))))
+        table = best_trees(alpha, 12, 5, positional)
+        finite = np.where(np.isfinite(table.values), table.values, -1.0)
+        assert np.all(np.diff(finite, axis=1) >= 0)  # a looser depth limit never loses
+        for m, d in zip(*np.nonzero(np.isfinite(table.values))):
+            tree = table.tree(int(m), int(d))
+            assert expected_tokens(tree, alpha, positional) == pytest.approx(table.values[m, d], abs=TOL)
+            widths = _structure(tree)[3]
+            assert list(table.widths[m, d, :len(widths)]) == widths and not table.widths[m, d, len(widths):].any()
+
+
 def test_best_trees_depth_limit_above_the_budget_and_long_curves():
     alpha = 1 - 0.5 ** np.arange(1, 40)
     table = best_trees(alpha, 3, 6)
@@ -277,7 +294,8 @@ def test_estimate_counts_from_several_threads():
     def work():
         for i in range(500):
             estimate.observe(1 + i % 3, i % 2 == 0)
-            estimate.curve(4)
+            if i % 25 == 0:
+                estimate.curve(4)
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for thread in threads:
@@ -312,6 +330,8 @@ def test_estimate_rejects_bad_observations():
     (lambda: best_trees([0.5], 0, 2), "budget must be >= 1"),
     (lambda: best_trees([0.5], 2.0, 2), "budget must be an integer"),
     (lambda: best_trees([0.5], 2, 0), "max_depth must be >= 1"),
+    (lambda: best_trees([0.5], 10 ** 6, 2), "budget must be <= 1024"),
+    (lambda: best_trees([0.5], 2, 10 ** 6), "max_depth must be <= 64"),
     (lambda: best_trees([0.5], 2, 2).tree(3, 2), "outside the table"),
     (lambda: best_trees([0.5], 2, 2).tree(2, 1), "no tree has 2 nodes within depth 1"),
     (lambda: expected_tokens((-1, 1), [0.5]), r"parents\[1\] = 1 must be -1"),

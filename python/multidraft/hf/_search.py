@@ -5,8 +5,8 @@ token, is implicit): ``parents[i]`` is node i's parent, -1 for the root, and ``p
 The children of a node, in index order, are one group of k drafts drawn jointly and verified
 together; at most one of them is accepted and the round continues in its subtree.
 
-Acceptance model ([Sequoia] = Chen et al. 2024, "Sequoia: scalable, robust and hardware-aware
-speculative decoding", Section 3): ``acceptance[k-1] = alpha(k)`` = P(one of a group of k
+Acceptance model, after [Sequoia] (Chen et al. 2024, "Sequoia: scalable, robust and
+hardware-aware speculative decoding"): ``acceptance[k-1] = alpha(k)`` = P(one of a group of k
 children is accepted | its parent is reached), the same at every node. Two position models:
 exchangeable (i.i.d. draft schemes: each of the k slots is the accepted one with probability
 alpha(k)/k) and positional (top-k drafts, most probable first: child i is accepted with
@@ -27,8 +27,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Callable, Sequence, Tuple, Union
+from typing import Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -36,6 +35,10 @@ Cost = Union[Sequence[float], np.ndarray, Callable[[int], float]]
 
 # A relative tolerance for "equally fast": ties go to the smaller, then shallower tree.
 _TIE = 1e-12
+# Limits that keep the programme's time O(depth * budget^3) and memory O(depth * budget^2 +
+# budget * depth^2) bounded; a round of more nodes or more sequential draft passes serves no hardware.
+_MAX_BUDGET = 1024
+_MAX_DEPTH = 64
 
 
 # ----------------------------------------------------------------------------- input checks
@@ -59,11 +62,13 @@ def _check_acceptance(acceptance) -> np.ndarray:
     return alpha
 
 
-def _check_int(name: str, value, minimum: int) -> int:
+def _check_int(name: str, value, minimum: int, maximum: Optional[int] = None) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return int(value)
 
 
@@ -244,15 +249,15 @@ class TreeTable:
 def best_trees(acceptance, budget: int, max_depth: int, positional: bool = False) -> TreeTable:
     """Maximal expected tokens, and a tree achieving it, for every m <= budget nodes and depth <= d.
 
-    acceptance: (K,) nondecreasing alpha(k); budget: the most draft nodes (>= 1); max_depth: the
-    deepest depth limit (>= 1). Exact for both position models: a subtree's value is 1 + sum over
+    acceptance: (K,) nondecreasing alpha(k); budget: the most draft nodes (1..1024); max_depth:
+    the deepest depth limit (1..64). Exact for both position models: a subtree's value is 1 + sum over
     its children c_i of w_i(k) * value(c_i), maximised over the split of its size by a max-plus
     knapsack per depth (docs/design/tree-search.md, "The programme"). Time O(max_depth * K' * budget^2),
     K' = min(K, budget), vectorised over sizes; memory O(max_depth * K' * budget).
     """
     alpha = _check_acceptance(acceptance)
-    budget = _check_int("budget", budget, 1)
-    max_depth = _check_int("max_depth", max_depth, 1)
+    budget = _check_int("budget", budget, 1, _MAX_BUDGET)
+    max_depth = _check_int("max_depth", max_depth, 1, _MAX_DEPTH)
     K = min(alpha.size, budget)
     ks = np.arange(1, K + 1)
     if positional:
