@@ -188,6 +188,17 @@ def hub_cases(cases):
     return [c.with_scheme("hub") for c in cases if c.n == 2]
 
 
+def topk_cases(cases, seed=5):
+    """The instances under the deterministic topk scheme, plus ties in q across the top-n boundary
+    (lowest id first) and supports smaller than n."""
+    rng = np.random.default_rng(seed)
+    ties = [("ties_boundary", [0.1, 0.3, 0.3, 0.3]), ("ties_first", [0.3, 0.3, 0.3, 0.1]),
+            ("ties_low_ids_last", [0.4, 0.1, 0.1, 0.2, 0.2]), ("support2", [0.0, 0.6, 0.0, 0.4, 0.0])]
+    extra = [Case(f"{name}-n{n}", dirichlet(rng, len(q), 1.0), np.array(q), n, tags=frozenset({"adversarial"}))
+             for name, q in ties for n in (1, 2, 3)]
+    return [c.with_scheme("topk") for c in cases + extra]
+
+
 def independent_cases(count, seed=99):
     """Different drafts qs (n, V), n in {2, 3}: random, plus adversarial rows."""
     rng = np.random.default_rng(seed)
@@ -217,8 +228,10 @@ IID = RANDOM + ADVERSARIAL
 WITHOUT_REPLACEMENT = without_replacement_cases(IID)
 INDEPENDENT = independent_cases(100)
 HUB = hub_cases(IID)
-ALL_CASES = IID + WITHOUT_REPLACEMENT + INDEPENDENT + HUB
-CASES_BY_SCHEME = {"iid": IID, "without_replacement": WITHOUT_REPLACEMENT, "independent": INDEPENDENT, "hub": HUB}
+TOPK = topk_cases(RANDOM[:100] + ADVERSARIAL)
+ALL_CASES = IID + WITHOUT_REPLACEMENT + INDEPENDENT + HUB + TOPK
+CASES_BY_SCHEME = {"iid": IID, "without_replacement": WITHOUT_REPLACEMENT, "independent": INDEPENDENT, "hub": HUB,
+                   "topk": TOPK}
 
 
 def small_sample(cases, n_random):

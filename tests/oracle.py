@@ -24,7 +24,9 @@ def tuple_probability(kind, q, w):
     iid: prod q(w_j). without_replacement: prod q(w_j) / (Q - sum_{l<j} q(w_l)), Q = sum q, and 0
     when a token repeats, except that a support of k < n tokens is drawn whole and padded: draws
     k+1..n repeat draw k. independent: ``q`` is (n, V) and the probability is prod q_j(w_j).
-    hub: see below; a one-token support {a} draws (a, a).
+    hub: see below; a one-token support {a} draws (a, a). topk: probability 1 for the n most
+    probable tokens, most probable first, ties by lowest id, a support of k < n padded by
+    repeats of the k-th; 0 for every other tuple.
     """
     q = np.asarray(q, dtype=np.float64)
     if kind == "iid":
@@ -51,7 +53,16 @@ def tuple_probability(kind, q, w):
         if x1 == a and x2 != a:
             return float(q[a] * q[x2] / off_hub)
         return 0.0
+    if kind == "topk":
+        return float(tuple(w) == top_tuple(q, len(w)))
     raise ValueError(kind)
+
+
+def top_tuple(q, n):
+    """The topk scheme's one tuple: tokens of q > 0 sorted by (-q, id), the first n, the last repeated
+    up to n."""
+    order = sorted((t for t in range(len(q)) if q[t] > 0), key=lambda t: (-q[t], t))[:n]
+    return tuple(order + [order[-1]] * (n - len(order)))
 
 
 def draft_law(kind, q, n):

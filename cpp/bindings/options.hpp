@@ -22,6 +22,7 @@ inline multidraft::SchemeKind parse_kind(const std::string& kind) {
   if (kind == "without_replacement") return SchemeKind::without_replacement;
   if (kind == "independent") return SchemeKind::independent;
   if (kind == "hub") return SchemeKind::hub;
+  if (kind == "topk") return SchemeKind::topk;
   throw std::invalid_argument("unknown draft scheme '" + kind + "'");
 }
 

@@ -1,7 +1,7 @@
 """Type stub of the C++ core (cpp/bindings/module.cpp). Arrays are C-contiguous float64/int64.
 
 Batched layout: p (B, V); q (B, rows, V) with rows = n for independent drafts, else 1;
-drafts (B, n) int64; seeds (B,) uint64. ``kind``: "iid" | "without_replacement" | "independent" | "hub".
+drafts (B, n) int64; seeds (B,) uint64. ``kind``: "iid" | "without_replacement" | "independent" | "hub" | "topk".
 Batched functions (and plan ``transport`` of M tuples) spread their rows over the thread pool
 with the GIL released; results do not depend on the thread count.
 """

@@ -49,7 +49,8 @@ def optimal_subset(p, q, n: Optional[int] = None, *, scheme: Optional[str] = Non
     ``psi(H) = P(H) - p_draft(H^n)``. i.i.d. drafts (``q`` (V,), ``n``): O(V log V) prefix scan of
     the tokens by decreasing q/p. Independent drafts of n models (``q`` of shape (n, V)): the
     min cut of Appendix D for n = 2, of the set-compressed relaxed-OTLP network for n >= 3.
-    ``scheme="without_replacement"``: the min cut of the relaxed-OTLP network.
+    ``scheme="without_replacement"``, ``"hub"`` or ``"topk"``: the min cut of the relaxed-OTLP network
+    (``"topk"``: one draft tuple, so alpha* = p(top-n)).
     Batched: ``p`` (B, V) with ``q`` (B, V) or (B, n, V). ``H*`` is a bool mask (V,) or (B, V).
     Raises ValueError when a network would exceed ``MAX_NETWORK_ARCS``.
     """
@@ -148,7 +149,7 @@ def solve_otlp(p, q, n: Optional[int] = None, *, method: str = "maxflow_cs", sch
                network: str = "sets", **options) -> OTLPPlan:
     """An OTLP plan ([GR] Eq. 1) for target ``p`` (V,) and a draft scheme: one entry, four methods.
 
-    ``q`` (V,) with ``n`` for ``scheme="iid"`` (default), ``"without_replacement"`` or ``"hub"``;
+    ``q`` (V,) with ``n`` for ``scheme="iid"`` (default), ``"without_replacement"``, ``"hub"`` or ``"topk"``;
     ``q`` (n, V) for independent drafts of n models. Methods (all return an :class:`OTLPPlan`):
 
     - ``"maxflow_cs"`` (default, the fastest exact one): the complementary-slackness outer and

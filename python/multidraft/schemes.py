@@ -4,7 +4,9 @@
 draws from ``q`` without replacement (probability prod_j q(w_j) / (Q - sum_{l<j} q(w_l)),
 Q = sum(q)); ``"independent"``: one draw from each of n draft models, ``qs`` of shape (n, V);
 ``"hub"``: SpecHub's pairs (n = 2): with a = argmax q, (x, a) with probability q(x) and (a, x)
-with probability q(a) q(x) / (1 - q(a)).
+with probability q(a) q(x) / (1 - q(a)); ``"topk"``: the n most probable tokens of ``q``, most
+probable first, ties by lowest id (deterministic: the tuple has probability 1; the token trees of
+EAGLE and SGLang).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 from . import _core
 from . import _validation as check
 
-SCHEME_KINDS = ("iid", "without_replacement", "independent", "hub")
+SCHEME_KINDS = ("iid", "without_replacement", "independent", "hub", "topk")
 
 #: Largest number of tuples :meth:`DraftScheme.enumerate` will list.
 MAX_ENUMERATED_TUPLES = 10**7
@@ -82,11 +84,12 @@ class DraftScheme:
     """A draft scheme over a vocabulary of size ``V``: its ``kind`` (the name given as ``scheme=``),
     ``n`` and the draft law ``q``.
 
-    ``q`` is (V,) for ``"iid"``, ``"without_replacement"`` and ``"hub"``, and (n, V) for
-    ``"independent"``. Degenerate laws are drawable: without replacement from a support of
+    ``q`` is (V,) for ``"iid"``, ``"without_replacement"``, ``"hub"`` and ``"topk"``, and (n, V)
+    for ``"independent"``. Degenerate laws are drawable: without replacement from a support of
     k < n tokens, the first k drafts are the whole support (in the sequential order above) and
-    the remaining n - k drafts repeat the k-th; the hub scheme with a one-token support draws
-    that token twice. ``kind=`` is the deprecated spelling of ``scheme=``.
+    the remaining n - k drafts repeat the k-th; the top-n drafts of such a support are its k
+    tokens by decreasing q, then n - k repeats of the k-th; the hub scheme with a one-token
+    support draws that token twice. ``kind=`` is the deprecated spelling of ``scheme=``.
     """
 
     def __init__(self, q, n: Optional[int] = None, scheme: Optional[str] = None, *, kind: Optional[str] = None):
@@ -136,12 +139,17 @@ class DraftScheme:
         _core.check_drawable(self.q, self.kind, self.n, drafts)
 
     def sample(self, rng: check.RngLike = None) -> np.ndarray:
-        """One draft tuple (n,) int64, drawn by the core's generator seeded from ``rng``."""
+        """One draft tuple (n,) int64, drawn by the core's generator seeded from ``rng`` (``"topk"``:
+        the one tuple, ``rng`` unused: a Generator is not advanced)."""
+        if self.kind == "topk" and isinstance(rng, np.random.Generator):
+            rng = 0  # deterministic drafts: leave the caller's generator where it is
         seeds = check.row_seeds(rng, 1)
         return _core.sample_drafts(self.q.reshape(1, -1, self.V), self.kind, self.n, seeds)[0]
 
     def support(self) -> np.ndarray:
         """Tokens that some draft can take, ascending."""
+        if self.kind == "topk":  # only the top-n, not every token of positive q
+            return np.unique(self.sample(0))
         rows = self.q.reshape(-1, self.V)
         return np.flatnonzero(np.any(rows > 0, axis=0))
 

@@ -199,6 +199,25 @@ class NaiveRejection(Verifier):
 
 
 @register
+class TopK(Verifier):
+    """``"topk"``: the n most probable draft tokens (scheme ``"topk"``), verified by naive rejection ([NH]).
+
+    The drafts are the n most probable tokens of ``q``, most probable first, ties by lowest id
+    (the deterministic token trees of EAGLE and SGLang): ``draft`` ignores ``rng``, and
+    ``draft_probability`` is 1 for that tuple, 0 for any other (refused by ``transport`` and
+    ``verify``). A ``q`` with fewer than n tokens of positive mass gives its k tokens padded by
+    repeats of the k-th. The output is a sample of p whatever the drafts, accepted iff it is one of
+    them: ``transport`` is p, and the exact acceptance is p(T) for the set T of the top-n drafts,
+    which is also the optimum of this draft scheme (``verifier("otlp", scheme="topk")`` attains
+    the same).
+    """
+
+    name = "topk"
+    scheme_kind = "topk"
+    core_method = "topk"
+
+
+@register
 class RecursiveRejection(Verifier):
     """``"rrs"``: recursive rejection sampling with n i.i.d. drafts (SpecInfer; [HUB] Section 2, Algorithm 1).
 

@@ -32,7 +32,7 @@ def enumerated_acceptance(case, transport, tolerance=TOL):
 
 def known_acceptance(name, case):
     """Closed-form acceptance where the method defines one (None otherwise)."""
-    if name == "otlp":
+    if name in ("otlp", "topk"):  # topk: p(top-n), the optimum of its one-tuple scheme
         return case.brute[0]
     if name == "sps":
         return oracle.single_draft_acceptance(case.p64, case.q64)

@@ -17,6 +17,7 @@
 #include "multidraft/baselines/single_draft.hpp"
 #include "multidraft/baselines/spechub.hpp"
 #include "multidraft/baselines/spectr.hpp"
+#include "multidraft/baselines/topk.hpp"
 
 #include "multidraft/oov/affinity_matrix.hpp"
 #include "multidraft/oov/rdk_proposal.hpp"

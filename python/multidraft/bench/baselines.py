@@ -9,7 +9,7 @@ drafts drawn by the verifier's own scheme ("sps": the first draft only).
 The floor is the median time of one NumPy pass over the same arrays, ``np.minimum(p, q).sum()``,
 measured in the same run; each verify time is also given as a multiple of it. alpha* is the
 optimum for n i.i.d. drafts; methods with other draft schemes (without replacement, SpecHub's hub
-pairs) can exceed it, since their draft law differs.
+pairs, the top-n tokens of "topk") can exceed it, since their draft law differs.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from .methods import time_ms
 VERIFIERS: Dict[str, Dict[str, object]] = {
     "sps": {},
     "naive": {},
+    "topk": {},
     "rrs": {},
     "rrs_without_replacement": {},
     "spectr": {},

@@ -61,7 +61,7 @@ inline std::int64_t verify_one_row(const std::string& method, const double* pr, 
   std::int64_t token = -1;
   const std::vector<int> tuple = to_int(d, static_cast<std::size_t>(n));
   with_verifier(method, options, [&](VerifierWork, auto make, auto) {
-    check_drawable(options.kind, qr, V, tuple.data(), n);
+    check_drawable(options.kind, ScaledRow{qr, q_scale}, V, tuple.data(), n);
     std::vector<double> rows, scratch;
     const auto plan = make_plan(make, ScaledRow{pr, p_scale}, ScaledRow{qr, q_scale}, V, V, n, rows);
     Rng rng(seed);

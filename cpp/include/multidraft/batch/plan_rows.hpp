@@ -55,7 +55,7 @@ void plan_rows(const BatchRows& b, const std::int64_t* drafts, int n, SchemeKind
           const ScaledRow qr{qq + r0 * b.q_stride, b.q_scale ? b.q_scale[r0] : 1.0};
           decltype(make_plan(make, pr, qr, V, b.q_stride, n, rows)) plan;
           for (std::int64_t r = r0; r < run_begin[run + 1]; ++r) {
-            check_drawable(kind, qr.data, V, tuples.data() + r * n, n);
+            check_drawable(kind, qr, V, tuples.data() + r * n, n);
             if (!plan) plan = make_plan(make, pr, qr, V, b.q_stride, n, rows);
             act(*plan, r, tuples.data() + r * n, scratch);
           }

@@ -4,7 +4,8 @@
 // Degenerate draft laws stay drawable, so that every verifier degrades losslessly instead of
 // refusing them: without replacement from a support of k < n tokens, the first k draws exhaust
 // the support (sequential law above) and draws k+1..n repeat draw k; the hub scheme with a
-// one-token support {a} draws (a, a).
+// one-token support {a} draws (a, a); the top-n drafts of a support of k < n tokens are its k
+// tokens padded by repeats of the k-th, as without replacement.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "multidraft/detail/bits.hpp"
+#include "multidraft/core/distribution.hpp"
 #include "multidraft/core/rng.hpp"
 
 namespace multidraft {
@@ -21,7 +23,9 @@ namespace multidraft {
 // hub: SpecHub's sparse pair design ([HUB] Section 4): with hub a = argmax q (smallest index on
 // ties), x1 ~ q, and x2 = a unless x1 = a, in which case x2 ~ q restricted to V \ {a} (x2 = a when
 // q has no other token). n = 2 only.
-enum class SchemeKind { iid, without_replacement, independent, hub };
+// topk: the n most probable tokens of q, deterministic (top_drafts below): the token trees of EAGLE
+// and SGLang, whose drafts are no sample of q.
+enum class SchemeKind { iid, without_replacement, independent, hub, topk };
 
 // Truncated exponential generating functions (ours, in place of the inclusion-exclusion sums of
 // [GR] Appendix K, Eqs. 117-120, which cancel catastrophically: every EGF term is nonnegative;
@@ -71,6 +75,25 @@ inline std::vector<int> draft_support(const double* q, int V) {
   return support;
 }
 
+// The topk scheme's drafts: the n most probable tokens of q, most probable first, ties by lowest id;
+// a support of k < n tokens gives its k tokens in that order, then n - k repeats of the k-th (so a
+// zero-mass token is never a draft). Row: `const double*` or ScaledRow (distribution.hpp), so that
+// drafts drawn from a normalised copy and a row read in place with its scale rank the same values.
+// O(k log n) after the support scan.
+template <class Row>
+std::vector<int> top_drafts(const Row& q, int V, int n) {
+  std::vector<int> tokens = draft_support(stored(q), V);
+  if (tokens.empty()) throw std::invalid_argument("'q' has no token of positive probability");
+  const int k = std::min(n, static_cast<int>(tokens.size()));
+  std::partial_sort(tokens.begin(), tokens.begin() + k, tokens.end(), [&q](int a, int b) {
+    const double qa = q[a], qb = q[b];
+    return qa > qb || (qa == qb && a < b);
+  });
+  tokens.resize(k);
+  tokens.resize(n, tokens[k - 1]);
+  return tokens;
+}
+
 // Coefficients of e^{base x} truncated at degree n.
 inline void exponential_base(double base_mass, int n, double* out) {
   out[0] = 1.0;
@@ -99,7 +122,8 @@ inline double egf_set_mass(double base_mass, const double* member_mass, int size
 }
 
 // A view of a draft scheme over caller-owned probabilities:
-// q has V entries (iid, without_replacement) or n rows of V entries (independent, row-major).
+// q has V entries (iid, without_replacement, hub, topk) or n rows of V entries (independent,
+// row-major).
 class DraftScheme {
  public:
   DraftScheme(SchemeKind kind, int n, int V, const double* q) : kind_(kind), n_(n), V_(V), q_(q) {
@@ -109,6 +133,12 @@ class DraftScheme {
     for (int r = 0; r < rows; ++r)
       for (int i = 0; i < V; ++i) total_[r] += q[r * static_cast<std::int64_t>(V) + i];
     if (kind == SchemeKind::without_replacement) distinct_draws_ = std::min(n, static_cast<int>(support().size()));
+    if (kind == SchemeKind::topk) {
+      top_ = top_drafts(q, V, n);
+      top_set_ = top_;
+      std::sort(top_set_.begin(), top_set_.end());
+      top_set_.erase(std::unique(top_set_.begin(), top_set_.end()), top_set_.end());
+    }
     if (kind == SchemeKind::hub) {
       if (n != 2) throw std::invalid_argument("hub drafts (SpecHub) take 'n' = 2, got " + std::to_string(n));
       hub_ = static_cast<int>(std::max_element(q, q + V) - q);  // first maximum: smallest index
@@ -132,8 +162,9 @@ class DraftScheme {
     return kind_ == SchemeKind::independent ? q_ + static_cast<std::int64_t>(j) * V_ : q_;
   }
 
-  // Tokens that some draft can take, ascending.
+  // Tokens that some draft can take, ascending (topk: the distinct top-n drafts).
   std::vector<int> support() const {
+    if (kind_ == SchemeKind::topk) return top_set_;
     std::vector<int> tokens = draft_support(row(0), V_);
     for (int r = 1; r < (kind_ == SchemeKind::independent ? n_ : 1); ++r) {
       const std::vector<int> more = draft_support(row(r), V_);
@@ -145,6 +176,7 @@ class DraftScheme {
   }
 
   double tuple_probability(const int* drafts) const {
+    if (kind_ == SchemeKind::topk) return std::equal(top_.begin(), top_.end(), drafts) ? 1.0 : 0.0;
     if (kind_ == SchemeKind::hub) {  // Q(x, a) = q(x), Q(a, x) = q(a) q(x) / (1 - q(a)), x != a
       const int x1 = drafts[0], x2 = drafts[1];
       if (!(off_hub_ > 0.0)) return x1 == hub_ && x2 == hub_ ? 1.0 : 0.0;  // one-token support: (a, a)
@@ -192,11 +224,17 @@ class DraftScheme {
         const int x = U[0] == hub_ ? U[1] : U[0];
         return q_[x] + q_[hub_] * q_[x] / off_hub_;
       }
+      case SchemeKind::topk:  // the one tuple's set
+        return std::equal(U, U + size, top_set_.begin(), top_set_.end()) ? 1.0 : 0.0;
     }
     return 0.0;
   }
 
   void sample(Rng& rng, int* out) const {
+    if (kind_ == SchemeKind::topk) {  // deterministic: rng unused
+      std::copy(top_.begin(), top_.end(), out);
+      return;
+    }
     if (kind_ == SchemeKind::hub) {
       out[0] = sample_index(q_, V_, rng);
       if (out[0] != hub_ || !(off_hub_ > 0.0)) {
@@ -288,6 +326,7 @@ class DraftScheme {
   int hub_ = -1;
   double off_hub_ = 0.0;
   int distinct_draws_ = 0;
+  std::vector<int> top_, top_set_;  // topk: the drafts, and their distinct tokens ascending
 };
 
 // Calls visit(U, size) for every nonempty U ⊆ tokens with |U| <= max_size, members ascending.
@@ -324,22 +363,32 @@ inline void count_small_subsets(std::int64_t count, int max_size, double& subset
 // The one check that a draft tuple has positive probability under its scheme (exactly when
 // DraftScheme::tuple_probability > 0): verifiers' laws are defined for drawable tuples only, so
 // every transport and sample refuses the others with this ValueError. O(n^2), plus one pass over
-// q for hub tuples (two for a repeated hub draft) and for without-replacement tuples that repeat
-// a token. q as in DraftScheme.
+// q for hub tuples (two for a repeated hub draft), for without-replacement tuples that repeat
+// a token, and for topk tuples (and their sort). q as in DraftScheme: `const double*`, or ScaledRow
+// (distribution.hpp) for a row read in place with its scale.
 [[noreturn]] inline void refuse_drafts(const char* why) {
   throw std::invalid_argument(std::string("'drafts' has probability zero under the draft scheme (") + why + ")");
 }
 
-inline void check_drawable(SchemeKind kind, const double* q, int V, const int* drafts, int n) {
+template <class Row>
+void check_drawable(SchemeKind kind, const Row& q, int V, const int* drafts, int n) {
   auto refuse = refuse_drafts;
   for (int j = 0; j < n; ++j)
     if (!(q[(kind == SchemeKind::independent ? static_cast<std::int64_t>(j) * V : 0) + drafts[j]] > 0.0))
       refuse("q = 0 at a draft");
-  auto support = [&] { return static_cast<int>(draft_support(q, V).size()); };
+  const double* entries = stored(q);  // positivity and the hub's argmax, as DraftScheme reads them
+  auto support = [&] { return static_cast<int>(draft_support(entries, V).size()); };
+  if (kind == SchemeKind::topk) {
+    const std::vector<int> top = top_drafts(q, V, n);
+    if (!std::equal(top.begin(), top.end(), drafts))
+      refuse("the 'topk' drafts are the n most probable tokens of q, most probable first, ties by lowest id, "
+             "a support smaller than 'n' padded by repeats of its last token");
+    return;
+  }
   if (kind == SchemeKind::hub) {
     // Two different drafts with q > 0 prove a support of two tokens or more: then exactly one of
     // them is the hub. Two equal drafts are drawable only from a one-token support (both q > 0).
-    const int hub = static_cast<int>(std::max_element(q, q + V) - q);
+    const int hub = static_cast<int>(std::max_element(entries, entries + V) - entries);
     if (drafts[0] != drafts[1] ? (drafts[0] == hub) == (drafts[1] == hub) : support() != 1)
       refuse("exactly one of the two drafts is the hub, unless the draft has a single token, drawn twice");
   }

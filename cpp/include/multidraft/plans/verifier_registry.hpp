@@ -26,6 +26,7 @@
 #include "multidraft/baselines/single_draft.hpp"
 #include "multidraft/baselines/spechub.hpp"
 #include "multidraft/baselines/spectr.hpp"
+#include "multidraft/baselines/topk.hpp"
 #include "multidraft/otlp/subset_selection.hpp"
 
 namespace multidraft {
@@ -88,6 +89,16 @@ struct SpecHubPlan {  // residuals prepared once per (p, q) row
   SpecHub hub_;
 };
 
+// The deterministic topk scheme goes with its own verifier and with the exact OTLP plans (optimal
+// for any scheme); every other method's law assumes drafts drawn at random from q.
+inline void check_scheme_of(const std::string& method, SchemeKind kind) {
+  if (method == "maxflow" || method == "maxflow_cs" || (method == "topk") == (kind == SchemeKind::topk)) return;
+  throw std::invalid_argument(method == "topk" ? "verifier 'topk' takes the 'topk' draft scheme only"
+                                               : "verifier '" + method + "' does not take the deterministic 'topk' "
+                                                 "draft scheme (its law needs drafts drawn at random from q): use "
+                                                 "verifier 'topk' or 'otlp'");
+}
+
 // The registry: calls visit(work, make, acceptance) for `method`, where work is a VerifierWork,
 //   make(p, q, V, n) -> std::unique_ptr<Plan>   builds the plan of one (p, q) row (rows as above), and
 //   acceptance(p, q, V, n) -> double            is the method's exact expected acceptance.
@@ -96,12 +107,15 @@ template <class Visit>
 decltype(auto) with_verifier(const std::string& method, const VerifierOptions& o, Visit visit) {
   using P = const double*;
   using S = const ScaledRow&;
+  check_scheme_of(method, o.kind);
+  auto naive_plan = [](S p, S, int V, int) { return std::make_unique<NaivePlan>(NaivePlan{p, V}); };
   if (method == "sps")
     return visit(VerifierWork(RowWork::light), [](S p, S q, int V, int) { return std::make_unique<SpsPlan>(SpsPlan{p, q, V}); },
                  [](P p, P q, int V, int) { return sps_acceptance(p, q, V); });
   if (method == "naive")
-    return visit(RowWork::light, [](S p, S, int V, int) { return std::make_unique<NaivePlan>(NaivePlan{p, V}); },
-                 [](P p, P q, int V, int n) { return naive_acceptance(p, q, V, n); });
+    return visit(RowWork::light, naive_plan, [](P p, P q, int V, int n) { return naive_acceptance(p, q, V, n); });
+  if (method == "topk")  // naive rejection with the top-n drafts: the output law is p whatever the drafts
+    return visit(RowWork::light, naive_plan, [](P p, P q, int V, int n) { return topk_acceptance(p, q, V, n); });
   if (method == "rrs")  // without replacement, the acceptance sums over draft prefixes
     return visit(VerifierWork(RowWork::light, o.without_replacement ? RowWork::heavy : RowWork::light),
                  [&](P p, P q, int V, int n) { return std::make_unique<RrsPlan>(RrsPlan{p, q, V, n, o.without_replacement}); },
