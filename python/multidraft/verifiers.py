@@ -323,8 +323,8 @@ class OptimalTransport(Verifier):
     """``"otlp"``: the exact optimal verifier, pi = the OTLP plan ([GR]), acceptance alpha*.
 
     Options: ``method`` in ("maxflow_cs" (default, the fastest), "maxflow", "lp"), ``scheme`` in
-    ("iid", "without_replacement", "independent", "hub"). Consecutive rows with equal (p, q) share
-    one plan; for slices of one (p, q) pair spread over calls keep a :func:`multidraft.solve_otlp`
+    ("iid", "without_replacement", "independent", "hub", "topk"). Consecutive rows with equal (p, q)
+    share one plan; for slices of one (p, q) pair spread over calls keep a :func:`multidraft.solve_otlp`
     plan instead.
     """
 
