@@ -59,3 +59,15 @@ def test_tree_rows_run_on_tiny_models(dataset):
     table = trees.format_tree_rows(rows)
     assert table.count("\n") == 1 + len(rows) and "| topk tree | topk | " in table
     assert "auto m=4" in trees.summary(rows)
+
+
+def test_many_rounds_reports_a_mean_and_its_error():
+    from multidraft.bench.hf import format_many_rounds, many_rounds
+
+    target, draft = tiny_pair("gpt2")
+    prompts = torch.tensor([[0, 1, 2, 3], [4, 5, 6, 7]])
+    rows = many_rounds(target, draft, prompts, torch.ones_like(prompts), [("sps", 1), ("otlp", 2)], 3, 6, 3, None)
+    for r in rows:
+        assert 1 <= r["tokens_per_pass"] <= 4 and r["standard_error"] >= 0
+        assert r["reached"][0] > 0 and np.all(r["acceptance"] <= 1)
+    assert format_many_rounds(rows).count("\n") == 3

@@ -132,6 +132,45 @@ def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
     return rows
 
 
+#: Prompts of ``--many-prompts``: openings of King James verses (public domain).
+PROMPTS = ("And God said unto Moses,", "In the beginning", "And the LORD spake unto Moses, saying,",
+           "Blessed is the man that", "And it came to pass, when", "Then said Jesus unto them,",
+           "The LORD is my shepherd;", "And he said unto them,", "Now the serpent was", "Hear, O Israel:",
+           "And the children of Israel", "For God so loved the world,", "And Abraham said,",
+           "Thus saith the LORD of hosts,", "And when the people saw", "My son, hear the instruction")
+
+
+def many_rounds(target, draft, prompts: torch.Tensor, mask: torch.Tensor, configs: Sequence[Tuple[str, int]],
+                draft_length: int, new_tokens: int, seeds: int, draft_top_k) -> List[dict]:
+    """Tokens per target pass with a standard error, for chains of each (verifier, n): ``seeds``
+    calls of ``hf.generate`` on the whole batch of ``prompts`` (B, T), each call one sample;
+    plus the acceptance per depth over all rounds (``reached`` counts beside it)."""
+    from .. import hf
+
+    rows = []
+    for name, n in configs:
+        per_call, reached, accepted = [], 0, 0
+        for seed in range(seeds):
+            stats = hf.generate(target, draft, prompts, new_tokens, attention_mask=mask, num_drafts=n,
+                                draft_length=draft_length, verifier=name, seed=seed, draft_top_k=draft_top_k).stats
+            per_call.append(stats.tokens_per_target_pass)
+            reached, accepted = reached + stats.reached, accepted + stats.accepted
+        mean, error = float(np.mean(per_call)), float(np.std(per_call, ddof=1) / np.sqrt(seeds)) if seeds > 1 else 0.0
+        rows.append(dict(verifier=name, n=n, tokens_per_pass=mean, standard_error=error, reached=reached,
+                         acceptance=accepted / np.maximum(reached, 1)))
+    return rows
+
+
+def format_many_rounds(rows: List[dict]) -> str:
+    lines = ["| verifier | n | tokens per target pass (+- 2 s.e.) | acceptance per depth (groups verified) |",
+             "|---|---|---|---|"]
+    for r in rows:
+        depths = " ".join(f"{a:.3f} ({c})" for a, c in zip(r["acceptance"], r["reached"]))
+        lines.append(f"| {r['verifier']} | {r['n']} | {r['tokens_per_pass']:.3f} +- {2 * r['standard_error']:.3f} | "
+                     f"{depths} |")
+    return "\n".join(lines)
+
+
 def format_rows(rows: List[dict]) -> str:
     lines = ["| method | n | L | tokens per target pass | wall time (s) | target positions per round | acceptance per "
              "position | draft pass / target pass | verification / target pass | target pass / plain step | "
@@ -170,6 +209,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tree-verifier", default="global_resolution", help="verifier of the chains and trees "
                         "with more than one draft per node (default %(default)s)")
     parser.add_argument("--no-chains", action="store_true", help="skip the chain table (--configs)")
+    parser.add_argument("--many-prompts", type=int, default=0, help="instead of the tables: tokens per target pass "
+                        "of the --configs chains at the first --draft-length over this many built-in prompts "
+                        "(one batch), --repeats seeds, with standard errors")
     args = parser.parse_args(argv)
     if not (args.pair / "target").is_dir():
         parser.error(f"no trained pair under {args.pair}: run scripts/train_pair.py first")
@@ -185,6 +227,16 @@ def main(argv=None) -> int:
     fractions = [float(f) for f in args.prune.split(",") if f]
     lengths = [int(length) for length in args.draft_length.split(",")]
     configs = [(name, int(n)) for name, n in (pair.split(":") for pair in args.configs.split(",") if pair)]
+    if args.many_prompts:
+        texts = list(PROMPTS[: args.many_prompts])
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        batch = tokenizer(texts, return_tensors="pt", padding=True)
+        rows = many_rounds(target, draft, batch.input_ids, batch.attention_mask, configs, lengths[0],
+                           args.new_tokens, args.repeats, args.draft_top_k or None)
+        print(format_many_rounds(rows))
+        return 0
     plain = None
     if not args.no_chains:
         rows = compare(target, draft, prompt, args.new_tokens, args.repeats, configs=configs, draft_length=lengths,
