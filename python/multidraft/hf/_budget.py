@@ -38,8 +38,10 @@ def largest_group(v: Verifier, support: int) -> int:
         return None if draft_subsets(support, 2) <= MAX_NODE_SUBSETS else 1
     if v.name not in ("otlp", "global_resolution"):
         return None
+    if draft_subsets(support, support) <= MAX_NODE_SUBSETS:  # every subset of the support: any group
+        return None
     group = GR_SUMMED_GROUP if v.name == "global_resolution" else 1
-    while draft_subsets(support, group + 1) <= MAX_NODE_SUBSETS and group < support:
+    while draft_subsets(support, group + 1) <= MAX_NODE_SUBSETS:
         group += 1
     return group
 
