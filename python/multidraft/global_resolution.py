@@ -39,7 +39,8 @@ class GlobalResolution(_CorePlan):
             accepted mass (``exact=False``); ``kept <= alpha``. With a fallback, alpha*.
         alpha_error_bound: a certified bound on ``|alpha - P(output in drafts)|``: 0 unless a
             truncation set held more subsets of up to n tokens than the acceptance enumerates
-            (2e5), where that part of alpha is bounded instead (docs/design/output-correction.md,
+            (about 50 us of work: |T| up to 81 at n = 2, 13 at n = 4, 8 at n = 8), where a
+            second-order part of alpha is bounded instead (docs/design/output-correction.md,
             "Acceptance").
         alpha_star: the optimal acceptance (subset selection, exact).
         exact: whether the output correction is on.

@@ -15,16 +15,18 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <vector>
 
 #include "multidraft/otlp/subset_selection.hpp"  // integer_power, count_small_subsets
 
 namespace multidraft {
 
-// Subsets of one truncation set enumerated for the acceptance, at most (each O(n^2)): past it the
-// acceptance carries a certified bound instead (GlobalResolutionOptions::acceptance_enumeration).
-constexpr double kAcceptanceEnumeration = 2.0e5;
+// The work, subsets times (n + 1)^2, that the acceptance enumerates in one truncation set (a subset
+// costs ~1.5 ns per unit: ~50 us in all, against plans built in 30 us to 30 ms); past it the
+// acceptance carries a certified bound instead. GlobalResolutionOptions::acceptance_enumeration
+// caps the subsets further (tests: 0).
+constexpr double kAcceptanceWork = 3.0e4;
+constexpr double kAcceptanceEnumeration = 1e300;
 
 // One token of the draft support as the acceptance sees it.
 struct AcceptanceToken {
@@ -56,11 +58,22 @@ class DraftAcceptance {
   // The tokens of each class: outer in T, outer outside T, inner in T, inner outside T, Z.
   enum Class { kOuterT, kOuterRest, kInnerT, kInnerRest, kZ, kClasses };
 
-  DraftAcceptance(const AcceptanceMasses& masses, std::vector<AcceptanceToken> tokens[kClasses],
-                  double enumeration_limit = kAcceptanceEnumeration)
-      : m_(masses), enumeration_limit_(enumeration_limit) {
-    for (int c = 0; c < kClasses; ++c) tokens_[c] = std::move(tokens[c]);
-  }
+  // The tokens by class and a copy of the candidate law, per thread: a plan per call, up to a
+  // vocabulary each, and fresh vectors of that size cost more in page faults than the sums.
+  struct Workspace {
+    std::vector<AcceptanceToken> tokens[kClasses];
+    std::vector<double> law;
+    static Workspace& of_this_thread() {
+      thread_local Workspace workspace;
+      return workspace;
+    }
+  };
+
+  // `tokens`: kClasses lists (viewed); `limits`: the most subsets enumerated in the outer and the
+  // inner T.
+  DraftAcceptance(const AcceptanceMasses& masses, const std::vector<AcceptanceToken>* tokens, double outer_limit,
+                  double inner_limit)
+      : m_(masses), tokens_(tokens), limits_{outer_limit, inner_limit} {}
 
   AcceptanceResult compute() const {
     AcceptanceResult out;
@@ -68,17 +81,6 @@ class DraftAcceptance {
     add_subset_case(out, /*outer=*/true);
     add_subset_case(out, /*outer=*/false);
     return out;
-  }
-
-  // a^m - (a - d)^m for 0 <= d <= a, without cancellation: d sum_j a^j (a - d)^{m-1-j}.
-  static double power_difference(double a, double d, int m) {
-    const double b = std::max(a - d, 0.0);
-    double sum = 0.0, a_power = 1.0;
-    for (int j = 0; j < m; ++j) {
-      sum += a_power * integer_power(b, m - 1 - j);
-      a_power *= a;
-    }
-    return std::min(d, a) * sum;
   }
 
  private:
@@ -122,15 +124,21 @@ class DraftAcceptance {
   }
 
   // sum_k [mass of the tuples whose first k draws lie in a block of mass A, the last n-1-k in one
-  // of mass Q, and which contain x (of mass q)]; x may be in the first block (`in_prefix`) or not.
+  // of mass Q, and which contain x (of mass q)]: all such tuples, F(A, Q), less those without x,
+  // F(A - q, Q - q) when x may be in the first block (`in_prefix`), else F(A, Q - q), with
+  // F(a, b) = sum_k a^k b^(n-1-k). The difference is taken directly: its rounding is that of F
+  // (1e-16 absolute), which rho_x <= 1 weights.
   static double contained(double A, double Q, double q, int n, bool in_prefix) {
-    double sum = 0.0;
+    return homogeneous_sum(A, Q, n) -
+           homogeneous_sum(in_prefix ? std::max(A - q, 0.0) : A, std::max(Q - q, 0.0), n);
+  }
+
+  // sum_{k<n} a^k b^(n-1-k), Horner's rule.
+  static double homogeneous_sum(double a, double b, int n) {
+    double sum = 0.0, a_power = 1.0;
     for (int k = 0; k < n; ++k) {
-      const int rest = n - 1 - k;
-      const double suffix = power_difference(Q, q, rest);
-      sum += in_prefix ? power_difference(A, q, k) * integer_power(Q, rest) +
-                             integer_power(std::max(A - q, 0.0), k) * suffix
-                       : integer_power(A, k) * suffix;
+      sum = sum * b + a_power;
+      a_power *= a;
     }
     return sum;
   }
@@ -142,7 +150,7 @@ class DraftAcceptance {
     if (T.empty()) return;
     double count, members;
     count_small_subsets(static_cast<int>(T.size()), m_.n, count, members);
-    if (count <= enumeration_limit_) {
+    if (count <= limits_[outer ? 0 : 1]) {
       out.value += enumerate_subsets(T, outer);
       return;
     }
@@ -160,8 +168,11 @@ class DraftAcceptance {
     if (!outer) return h;
     for (int c : {kInnerT, kInnerRest, kZ})
       for (const AcceptanceToken& x : tokens_[c])
-        if (x.rho > 0.0)
-          for (int j = 1; j <= m_.n; ++j) h[j] += x.rho * power_difference(m_.Q_H, x.q, j);
+        if (x.rho > 0.0) {
+          double with = 1.0, without = 1.0;  // Q_H^j, (Q_H - q_x)^j
+          const double rest = std::max(m_.Q_H - x.q, 0.0);
+          for (int j = 1; j <= m_.n; ++j) h[j] += x.rho * ((with *= m_.Q_H) - (without *= rest));
+        }
     return h;
   }
 
@@ -266,14 +277,15 @@ class DraftAcceptance {
       double losses = 0.0;  // sum_i l_i e^{alpha_i - shift}
       for (const AcceptanceToken& t : T)
         if (t.loss > 0.0) losses += t.loss * std::exp(t.alpha - shift);
+      const double scale = losses > 0.0 ? std::exp(shift) * losses : 0.0;  // sum_i l_i e^{alpha_i}
       double per_token = 0.0;
       for (const AcceptanceToken& x : T) {
         if (!(x.rho > 0.0) || !(x.row > 0.0)) continue;
-        const double rejected = std::exp(std::log(x.row) - x.alpha);  // e^{-alpha_x} r_x
-        slack += x.rho * rejected;
-        row_weight = std::max(row_weight, x.rho * std::exp(-x.alpha));
-        const double pairs = losses > 0.0 ? std::exp(std::log(x.row) - x.alpha + shift) * losses : 0.0;
-        per_token += x.rho * std::min(over, pairs);
+        const double inverse = std::exp(-x.alpha);  // one exp per token: T may hold a vocabulary
+        const double rejected = std::isfinite(inverse) ? x.row * inverse : std::exp(std::log(x.row) - x.alpha);
+        slack += x.rho * rejected;  // e^{-alpha_x} r_x
+        row_weight = std::max(row_weight, x.rho * inverse);
+        per_token += x.rho * std::min(over, scale > 0.0 ? rejected * scale : 0.0);
       }
       pair_bound = std::min(pair_bound, per_token);
     }
@@ -281,22 +293,24 @@ class DraftAcceptance {
     error = 0.5 * pair_bound;
   }
 
-  // The sum of the k largest rho over the draft support.
+  // The sum of the k largest rho over the draft support (k < n <= kMaxDraws: kept sorted in place).
   double largest_residuals(int k) const {
-    std::vector<double> largest;
+    double largest[kMaxDraws] = {};
     for (int c = 0; c < kClasses; ++c)
-      for (const AcceptanceToken& x : tokens_[c])
-        if (x.rho > 0.0) largest.push_back(x.rho);
-    k = std::min<int>(k, largest.size());
-    std::partial_sort(largest.begin(), largest.begin() + k, largest.end(), std::greater<double>());
+      for (const AcceptanceToken& x : tokens_[c]) {
+        if (k == 0 || !(x.rho > largest[k - 1])) continue;
+        int j = k - 1;
+        for (; j > 0 && largest[j - 1] < x.rho; --j) largest[j] = largest[j - 1];
+        largest[j] = x.rho;
+      }
     double sum = 0.0;
     for (int j = 0; j < k; ++j) sum += largest[j];
     return sum;
   }
 
   AcceptanceMasses m_;
-  double enumeration_limit_;
-  std::vector<AcceptanceToken> tokens_[kClasses];
+  const std::vector<AcceptanceToken>* tokens_;
+  double limits_[2];
 };
 
 }  // namespace multidraft

@@ -824,13 +824,15 @@ class GlobalResolutionPlan {
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
     support_ = std::move(split.support);
     std::vector<double> law = candidate_law(q, first_outer, first_inner, workspace);
-    correction_ = OutputCorrection(p, V_, support_, law);
+    std::vector<double>& law_copy = DraftAcceptance::Workspace::of_this_thread().law;  // for the acceptance
+    law_copy.assign(law.begin(), law.end());
+    correction_ = OutputCorrection(p, V_, support_, std::move(law));
     kept_ = correction_.kept();
     // An error e in the rows moves the output law by up to 2e in L1 (docs/design/certified-bounds.md,
     // "Output law of the exact plan").
     law_error_bound_ = 2 * ((outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0));
     const AcceptanceMasses masses{n_, q_total, mass_H, mass_Z, outer_rest, inner_rest};
-    exact_acceptance(p, q, masses, law, workspace);
+    exact_acceptance(p, q, masses, law_copy, workspace);
   }
 
   // alpha: P(output in drafts) of the exact plan (draft_acceptance.hpp), from each support token's
@@ -843,7 +845,8 @@ class GlobalResolutionPlan {
       alpha_ = 1.0;
       return;
     }
-    std::vector<AcceptanceToken> tokens[DraftAcceptance::kClasses];
+    std::vector<AcceptanceToken>* tokens = DraftAcceptance::Workspace::of_this_thread().tokens;
+    for (int c = 0; c < DraftAcceptance::kClasses; ++c) tokens[c].clear();
     const std::vector<double>& surplus = correction_.surplus();
     for (std::size_t i = 0; i < support_.size(); ++i) {
       const int t = support_[i];
@@ -856,7 +859,8 @@ class GlobalResolutionPlan {
       tokens[c].push_back({q[t], in_T ? workspace.solved[i].alpha : 0.0, law[i], p[t], s < 0.0 ? -s : 0.0,
                            s > 0.0 ? s / residual : 0.0});
     }
-    const AcceptanceResult result = DraftAcceptance(masses, tokens, options_.acceptance_enumeration).compute();
+    const double limit = std::min(options_.acceptance_enumeration, kAcceptanceWork / ((n_ + 1.0) * (n_ + 1.0)));
+    const AcceptanceResult result = DraftAcceptance(masses, tokens, limit, limit).compute();
     if (result.enumerated) {
       alpha_ = std::clamp(result.value, 0.0, 1.0);
       return;
