@@ -41,7 +41,8 @@ class GlobalResolution(_CorePlan):
             truncation set held more subsets of up to n tokens than the acceptance enumerates
             (about 50 us of work: |T| up to 81 at n = 2, 13 at n = 4, 8 at n = 8), where a
             second-order part of alpha is bounded instead (docs/design/output-correction.md,
-            "Acceptance").
+            "Acceptance"). 0 for the raw plan, whose inner accepted mass is the solve's own sum
+            (exact when enumerated; interpolated sums carry their uncertified error).
         alpha_star: the optimal acceptance (subset selection, exact).
         exact: whether the output correction is on.
         law_error_bound: ``exact=True``: L1 bound on the output law's distance from ``p`` beyond
