@@ -299,6 +299,8 @@ void bind_global_resolution_plan(py::module_& m) {
            py::arg("p"), py::arg("q"), py::arg("n"), py::arg("tau"), py::arg("max_iterations"), py::arg("max_terms"),
            py::arg("paper_threshold"), py::arg("exact") = true)
       .def_property_readonly("alpha", &GlobalResolutionPlan::alpha)
+      .def_property_readonly("kept", &GlobalResolutionPlan::kept)
+      .def_property_readonly("alpha_error_bound", &GlobalResolutionPlan::alpha_error_bound)
       .def_property_readonly("exact", &GlobalResolutionPlan::exact)
       .def_property_readonly("law_error_bound", &GlobalResolutionPlan::law_error_bound)
       .def_property_readonly("alpha_star", &GlobalResolutionPlan::alpha_star)

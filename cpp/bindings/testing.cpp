@@ -128,15 +128,18 @@ void bind_global_resolution_plan(py::module_& t) {
   t.def(
       "global_resolution_plan",
       [](const Doubles& p, const Doubles& q, int n, double tau, int max_iterations, double max_terms,
-         bool paper_threshold, bool exact, double unshifted_limit, bool interpolation, const std::string& grid) {
-        const GlobalResolutionOptions options = multidraft_bindings::global_resolution_options(
+         bool paper_threshold, bool exact, double unshifted_limit, bool interpolation, const std::string& grid,
+         double acceptance_enumeration) {
+        GlobalResolutionOptions options = multidraft_bindings::global_resolution_options(
             tau, max_iterations, max_terms, paper_threshold, exact, unshifted_limit, interpolation,
             multidraft_bindings::grid_use(grid));
+        options.acceptance_enumeration = acceptance_enumeration;
         return multidraft_bindings::global_resolution_plan(p, q, n, options);
       },
       py::arg("p"), py::arg("q"), py::arg("n"), py::arg("tau"), py::arg("max_iterations"), py::arg("max_terms"),
       py::arg("paper_threshold"), py::arg("exact") = true, py::arg("unshifted_limit") = kUnshiftedLimit,
-      py::arg("interpolation") = true, py::arg("grid") = "where_pays", py::return_value_policy::take_ownership);
+      py::arg("interpolation") = true, py::arg("grid") = "where_pays",
+      py::arg("acceptance_enumeration") = kAcceptanceEnumeration, py::return_value_policy::take_ownership);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 #: Test hooks, not a public API: objective_derivatives(q, n, bases, slack, a, v, interpolation, max_terms,
 #: coarse=False) (the grouped objective's derivatives at a point, global_resolution/objective.hpp) and
-#: global_resolution_plan(..., unshifted_limit=600.0, interpolation=True) (a GlobalResolutionPlan with
+#: global_resolution_plan(..., unshifted_limit=600.0, interpolation=True, acceptance_enumeration=inf) (a GlobalResolutionPlan with
 #: those switches).
 _testing: ModuleType
 
@@ -109,6 +109,10 @@ class GlobalResolutionPlan:
     ) -> None: ...
     @property
     def alpha(self) -> float: ...
+    @property
+    def kept(self) -> float: ...
+    @property
+    def alpha_error_bound(self) -> float: ...
     @property
     def exact(self) -> bool: ...
     @property

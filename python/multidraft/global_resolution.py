@@ -24,14 +24,25 @@ class GlobalResolution(_CorePlan):
     kept with probability min(1, p / r), otherwise the token is drawn from (p - r)^+ normalised.
     The output law is then p up to float rounding (plus ``law_error_bound``, the certified error
     of interpolated sums, about 1e-10 at most and 0 when every sum was enumerated), and
-    ``0 <= alpha_star - alpha <= acceptance_bound`` (<= 10 tau when ``success``).
+    ``0 <= alpha_star - alpha <= alpha_star - kept <= acceptance_bound`` (<= 10 tau when
+    ``success``).
     ``exact=False`` gives the raw plan of [GR] Eq. (18), whose output law is only within
     ``l1_bound`` (<= 15 tau when ``success``) of ``p`` in L1, for reproducing the paper.
 
     Attributes:
-        alpha: acceptance of this plan, exact. With ``exact=True`` it is the probability that a
-            proposed draft is kept; the residual draw can coincide with a draft too, so the
-            probability that the output is one of the drafts lies in [alpha, alpha_star].
+        alpha: acceptance of this plan, P(output is one of the drafts), as for every other
+            plan (and ``verifier('global_resolution').acceptance``): with ``exact=True`` the kept
+            proposals plus the residual draws that land on a draft; with ``exact=False`` the raw
+            plan's; with a fallback, alpha*. Exact in float64 (within ``alpha_error_bound``).
+        kept: the probability that the proposal is kept, sum_y min(r(y), p(y)) (``exact=True``;
+            what ``alpha`` meant before it counted the residual's drafts), or the Eq. (18)
+            accepted mass (``exact=False``); ``kept <= alpha``. With a fallback, alpha*.
+        alpha_error_bound: a certified bound on ``|alpha - P(output in drafts)|``: 0 unless a
+            truncation set held more subsets of up to n tokens than the acceptance enumerates
+            (about 50 us of work: |T| up to 81 at n = 2, 13 at n = 4, 8 at n = 8), where a
+            second-order part of alpha is bounded instead (docs/design/output-correction.md,
+            "Acceptance"). 0 for the raw plan, whose inner accepted mass is the solve's own sum
+            (exact when enumerated; interpolated sums carry their uncertified error).
         alpha_star: the optimal acceptance (subset selection, exact).
         exact: whether the output correction is on.
         law_error_bound: ``exact=True``: L1 bound on the output law's distance from ``p`` beyond
@@ -46,7 +57,7 @@ class GlobalResolution(_CorePlan):
             enumerated, ``interpolated``), threshold, Newton iterations, convergence.
         used_fallback: True when ``fallback=True`` and the bound was not met, in which case
             ``transport`` and ``sample`` use the exact complementary-slackness max-flow plan
-            (and ``alpha`` is its acceptance, alpha*).
+            (and ``alpha`` and ``kept`` are its acceptance, alpha*).
 
     Options: ``tau`` (> 0), ``max_iterations`` (Newton), ``max_terms`` (work budget per system:
     the grouped terms a Newton pass may enumerate; for n = 2 to 6 every term can be summed without
@@ -86,8 +97,10 @@ class GlobalResolution(_CorePlan):
         self.diagnostics = plan.diagnostics
         self.used_fallback = used_fallback
         self.law_error_bound = 0.0 if used_fallback else float(plan.law_error_bound) if exact else self.l1_bound
+        self.kept = self.alpha if used_fallback else float(plan.kept)
+        self.alpha_error_bound = 0.0 if used_fallback else float(plan.alpha_error_bound)
 
     def __repr__(self) -> str:
-        return (f"GlobalResolution(tau={self.tau:g}, exact={self.exact}, alpha={self.alpha:.9g}, "
+        return (f"GlobalResolution(tau={self.tau:g}, exact={self.exact}, alpha={self.alpha:.9g}, kept={self.kept:.9g}, "
                 f"alpha_star={self.alpha_star:.9g}, success={self.success}, l1_bound={self.l1_bound:.3g}, "
                 f"used_fallback={self.used_fallback})")

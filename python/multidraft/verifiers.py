@@ -360,11 +360,12 @@ class GlobalResolutionVerifier(Verifier):
     """``"global_resolution"``: Algorithm 1 of [GR] for n i.i.d. drafts (see GlobalResolution).
 
     Options are those of :class:`multidraft.GlobalResolution` (``tau``, ``exact``, ``fallback``,
-    ...). By default the output law is exactly p and ``acceptance`` (the probability that a
-    proposed draft is kept; the output can also hit a draft through the residual draw) is within
-    ``acceptance_bound`` (<= 10 tau on success) below alpha*. ``exact=False``: [GR]'s raw plan,
-    within L1 15 tau of p on success. With ``fallback=True`` unsuccessful rows use the exact
-    max-flow plan.
+    ...). ``acceptance`` is P(output is one of the drafts), exact, as for every verifier: by
+    default the output law is exactly p and the acceptance (kept proposals plus residual draws
+    that land on a draft) is within ``acceptance_bound`` (<= 10 tau on success) below alpha*;
+    ``exact=False``: [GR]'s raw plan, within L1 15 tau of p on success. With ``fallback=True``
+    unsuccessful rows use the exact max-flow plan (acceptance alpha*). ``verify(...)[1]`` is the
+    same event.
     """
 
     name = "global_resolution"

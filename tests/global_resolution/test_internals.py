@@ -40,6 +40,7 @@ class CorePlan:
                                                           50, max_terms, False, **options)
         self.alpha, self.alpha_star, self.success = self.core.alpha, self.core.alpha_star, self.core.success
         self.exact, self.law_error_bound = self.core.exact, self.core.law_error_bound
+        self.kept, self.alpha_error_bound = self.core.kept, self.core.alpha_error_bound
         self.acceptance_bound = self.core.acceptance_bound
         self.diagnostics = self.core.diagnostics
 

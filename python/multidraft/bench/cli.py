@@ -199,7 +199,7 @@ def _print_baselines(baselines, threads) -> None:
           "[r of N]: a slow method stopped after r instances. alpha* is the optimum for i.i.d. drafts; "
           "without-replacement and hub drafts have other draft laws and may exceed it. sps verifies the first "
           "draft alone. otlp: exact optimum (CS max-flow); global_resolution: tau = 1e-3, exactly lossless, "
-          "with the exact fallback (its acceptance: the probability that a proposal is kept).\n")
+          "with the exact fallback (its acceptance: P(output is one of the drafts), residual draws included).\n")
     print(baselines_table(baselines))
     print("\n## Batched verification on threads\n")
     print("Median ms of one v.verify call on a batch of B distinct rows, with md.set_num_threads(1) and "

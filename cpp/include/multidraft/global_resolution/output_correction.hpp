@@ -61,6 +61,28 @@ class OutputCorrection {
   // Probability that the candidate is kept: sum_y min(r(y), p(y)).
   double kept() const { return kept_; }
 
+  // s at each token of the law (the constructor's), and the residual's total mass
+  // sum_z (p - r)^+(z): p off the tokens, summed over the vocabulary once.
+  const std::vector<double>& surplus() const { return surplus_; }
+  double residual_mass() const {
+    const double *x = p_.data, scale = p_.scale;
+    double total = 0.0;
+    int begin = 0;
+    auto add_p = [&](int end) {  // p on the tokens [begin, end), none of them in the law
+      double part = 0.0;
+#pragma omp simd reduction(+ : part)
+      for (int y = begin; y < end; ++y) part += x[y] * scale;
+      total += part;
+    };
+    for (std::size_t e = 0; e < count_; ++e) {
+      add_p(tokens_[e]);
+      total += surplus_[e] > 0.0 ? surplus_[e] : 0.0;
+      begin = tokens_[e] + 1;
+    }
+    add_p(V_);
+    return total;
+  }
+
   double keep_probability(int y) const {
     const int* found = std::lower_bound(tokens_, tokens_ + count_, y);
     if (found == tokens_ + count_ || *found != y) return 1.0;  // r(y) = 0

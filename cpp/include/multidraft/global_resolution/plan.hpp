@@ -27,8 +27,9 @@
 //     outside T; Q = sum q), and for an inner one r(y) = q(y) sum_{k<n} (Q_H - Q_Ri)^k Q_H^{n-1-k};
 //   - the inner slack (the Eq. (18) rejection) proposes nothing.
 // Then the candidate is kept with probability min(1, p / r), else the output is drawn from
-// (p - r)^+. The acceptance alpha = sum min(r, p) (a kept candidate; a residual draw may also hit
-// a draft) satisfies 0 <= alpha* - alpha <= ||g_outer||_1 + ||g_inner||_1 + eps_T + gamma_T
+// (p - r)^+. The plan's acceptance alpha() is P(output in drafts): the kept mass
+// kept() = sum min(r, p) plus the residual draws that land on a draft (draft_acceptance.hpp).
+// kept <= alpha <= alpha*, and 0 <= alpha* - kept <= ||g_outer||_1 + ||g_inner||_1 + eps_T + gamma_T
 // <= acceptance_bound(): alpha* = 1 - Q_H^n + P(H*), the candidate mass is
 // 1 - Q_H^n + P(T_i) + sum g_inner + gamma_T, the kept mass loses sum (r - p)^+ of it, which on
 // the outer T is at most sum g^+ (r = p_i + g <= p + g), on the outer rest at most eps_T, and on
@@ -53,6 +54,7 @@
 #include "multidraft/detail/gr_kernels.hpp"
 #include "multidraft/otlp/network_builders.hpp"
 #include "multidraft/global_resolution/output_correction.hpp"
+#include "multidraft/global_resolution/draft_acceptance.hpp"
 #include "multidraft/global_resolution/partner_mean_field.hpp"
 #include "multidraft/otlp/polymatroid.hpp"
 #include "multidraft/detail/radix_sort.hpp"
@@ -70,6 +72,7 @@ struct GlobalResolutionOptions {
   bool interpolation = true;  // see ConvexObjective; tests turn it off to compare with enumeration
   bool exact = true;  // output correction (exactly lossless); false: the raw [GR] plan
   GridUse grid = GridUse::kWherePays;  // see ConvexObjective; tests compare the summations
+  double acceptance_enumeration = kAcceptanceEnumeration;  // draft_acceptance.hpp; tests lower it to bound
 };
 
 // Diagnostics of one convex system (outer or inner).
@@ -287,7 +290,14 @@ class GlobalResolutionPlan {
   }
 
  public:
+  // The acceptance P(output in drafts), exact (float64; within alpha_error_bound(), 0 unless the
+  // exact plan's subsets inside T were too many to enumerate: draft_acceptance.hpp).
   double alpha() const { return alpha_; }
+  double alpha_error_bound() const { return alpha_error_bound_; }
+  // The probability that the proposal is kept: sum_y min(r(y), p(y)) for the exact plan (a
+  // rejected proposal may still output a draft through the residual), the Eq. (18) accepted mass
+  // for the raw plan.
+  double kept() const { return kept_; }
   double alpha_star() const { return alpha_star_; }
   bool exact() const { return options_.exact; }
   // Exact plan: an L1 bound on the output law's distance from p beyond float rounding, twice the
@@ -778,8 +788,12 @@ class GlobalResolutionPlan {
     read_truncated(split.support, workspace, truncated_size);
     rejection_law_ = std::move(split.law);
     support_ = std::move(split.support);
-    alpha_ = std::clamp(integer_power(split.draft_mass, n_) - integer_power(split.draft_mass_H, n_) + inner_acceptance,
-                        0.0, 1.0);
+    kept_ = std::clamp(integer_power(split.draft_mass, n_) - integer_power(split.draft_mass_H, n_) + inner_acceptance,
+                       0.0, 1.0);
+    // The rejection law lives off H* (IidSplit), which holds every draft of an inner tuple: a
+    // rejected inner tuple never outputs a draft, so alpha is the kept mass, unless there is no
+    // rejection law, when raw_transport keeps the accepted part of every tuple.
+    alpha_ = rejection_law_.empty() ? std::clamp(integer_power(split.draft_mass, n_), 0.0, 1.0) : kept_;
   }
 
   // Steps 9 and 6 for the exact plan: T is kept only where the rows are known; the candidate law r
@@ -809,11 +823,57 @@ class GlobalResolutionPlan {
     const double first_outer = first_draft_factor(q_total - outer_rest, q_total);
     const double first_inner = first_draft_factor(mass_H - inner_rest, mass_H);
     support_ = std::move(split.support);
-    correction_ = OutputCorrection(p, V_, support_, candidate_law(q, first_outer, first_inner, workspace));
-    alpha_ = correction_.kept();
+    std::vector<double> law = candidate_law(q, first_outer, first_inner, workspace);
+    std::vector<double>& law_copy = DraftAcceptance::Workspace::of_this_thread().law;  // for the acceptance
+    law_copy.assign(law.begin(), law.end());
+    correction_ = OutputCorrection(p, V_, support_, std::move(law));
+    kept_ = correction_.kept();
     // An error e in the rows moves the output law by up to 2e in L1 (docs/design/certified-bounds.md,
     // "Output law of the exact plan").
     law_error_bound_ = 2 * ((outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0));
+    const AcceptanceMasses masses{n_, q_total, mass_H, mass_Z, outer_rest, inner_rest};
+    exact_acceptance(p, q, masses, law_copy, workspace);
+  }
+
+  // alpha: P(output in drafts) of the exact plan (draft_acceptance.hpp), from each support token's
+  // class, mass, solution, candidate law and correction; a bound where the subsets inside T were
+  // too many to enumerate (then the solver's rows, within their row error, enter too).
+  void exact_acceptance(const ScaledRow& p, const ScaledRow& q, const AcceptanceMasses& masses,
+                        const std::vector<double>& law, const GlobalResolutionWorkspace& workspace) {
+    const double residual = correction_.residual_mass();
+    if (!(residual > 0.0)) {  // no residual: every output is a draft (OutputCorrection::write_law)
+      alpha_ = 1.0;
+      return;
+    }
+    std::vector<AcceptanceToken>* tokens = DraftAcceptance::Workspace::of_this_thread().tokens;
+    for (int c = 0; c < DraftAcceptance::kClasses; ++c) tokens[c].clear();
+    const std::vector<double>& surplus = correction_.surplus();
+    for (std::size_t i = 0; i < support_.size(); ++i) {
+      const int t = support_[i];
+      const bool in_T = workspace.in_T[i];
+      const int c = support_class_[i] == kOuter ? (in_T ? DraftAcceptance::kOuterT : DraftAcceptance::kOuterRest)
+                    : support_class_[i] == kZ   ? DraftAcceptance::kZ
+                    : in_T                      ? DraftAcceptance::kInnerT
+                                                : DraftAcceptance::kInnerRest;
+      const double s = surplus[i];
+      tokens[c].push_back({q[t], in_T ? workspace.solved[i].alpha : 0.0, law[i], p[t], s < 0.0 ? -s : 0.0,
+                           s > 0.0 ? s / residual : 0.0});
+    }
+    const double limit = std::min(options_.acceptance_enumeration, kAcceptanceWork / ((n_ + 1.0) * (n_ + 1.0)));
+    const AcceptanceResult result = DraftAcceptance(masses, tokens, limit, limit).compute();
+    if (result.enumerated) {
+      alpha_ = std::clamp(result.value, 0.0, 1.0);
+      return;
+    }
+    // Bounded: the rows' errors enter (E[K], the pair bounds and the slack's part read them, the
+    // last with weights rho_x e^{-alpha_x}), and a lossless plan accepts at most alpha* (up to its
+    // law's error).
+    const double error =
+        result.error + 2.0 * outer_.row_error + (2.0 + result.inner_row_weight) * inner_.row_error;
+    const double low = std::max(result.value - error, 0.0);
+    const double high = std::max(std::min({result.value + error, alpha_star_ + law_error_bound_, 1.0}), low);
+    alpha_ = 0.5 * (low + high);
+    alpha_error_bound_ = 0.5 * (high - low);
   }
 
   void untruncated(SystemReport& report, double block, double base) const {
@@ -844,7 +904,7 @@ class GlobalResolutionPlan {
   GlobalResolutionOptions options_;
   std::vector<double> own_p_;  // p, when the plan was given normalised rows
   SystemReport outer_, inner_;
-  double alpha_ = 0.0, alpha_star_ = 0.0;
+  double alpha_ = 0.0, alpha_star_ = 0.0, kept_ = 0.0, alpha_error_bound_ = 0.0;
   std::vector<int> support_;         // the draft support, increasing
   std::vector<char> support_class_;  // its tokens' TokenClass
   // The solutions on both truncation sets, sorted by token (O(|T|) storage: a V-long array
