@@ -73,6 +73,7 @@ struct GlobalResolutionOptions {
   bool exact = true;  // output correction (exactly lossless); false: the raw [GR] plan
   GridUse grid = GridUse::kWherePays;  // see ConvexObjective; tests compare the summations
   double acceptance_enumeration = kAcceptanceEnumeration;  // draft_acceptance.hpp; tests lower it to bound
+  bool acceptance = true;  // compute alpha() of the exact plan; plans built only to verify skip it (NaN)
 };
 
 // Diagnostics of one convex system (outer or inner).
@@ -825,14 +826,18 @@ class GlobalResolutionPlan {
     support_ = std::move(split.support);
     std::vector<double> law = candidate_law(q, first_outer, first_inner, workspace);
     std::vector<double>& law_copy = DraftAcceptance::Workspace::of_this_thread().law;  // for the acceptance
-    law_copy.assign(law.begin(), law.end());
+    if (options_.acceptance) law_copy.assign(law.begin(), law.end());
     correction_ = OutputCorrection(p, V_, support_, std::move(law));
     kept_ = correction_.kept();
     // An error e in the rows moves the output law by up to 2e in L1 (docs/design/certified-bounds.md,
     // "Output law of the exact plan").
     law_error_bound_ = 2 * ((outer.rows_known ? outer_.row_error : 0.0) + (inner.rows_known ? inner_.row_error : 0.0));
     const AcceptanceMasses masses{n_, q_total, mass_H, mass_Z, outer_rest, inner_rest};
-    exact_acceptance(p, q, masses, law_copy, workspace);
+    if (options_.acceptance) {
+      exact_acceptance(p, q, masses, law_copy, workspace);
+    } else {
+      alpha_ = std::numeric_limits<double>::quiet_NaN();
+    }
   }
 
   // alpha: P(output in drafts) of the exact plan (draft_acceptance.hpp), from each support token's

@@ -142,10 +142,14 @@ decltype(auto) with_verifier(const std::string& method, const VerifierOptions& o
     return visit(RowWork::heavy, [&](P p, P q, int V, int n) { return std::make_unique<SlacknessPlan>(p, q, V, o.kind, n); },
                  optimum);
   if (method == "global_resolution") {
-    auto make = [&](S p, S q, int V, int n) {
-      return std::make_unique<GlobalResolutionVerifierPlan>(p, q, V, n, o.global_resolution, o.fallback);
+    GlobalResolutionOptions to_verify = o.global_resolution;
+    to_verify.acceptance = false;  // verify and transport read the law only
+    auto make = [&o, to_verify](S p, S q, int V, int n) {
+      return std::make_unique<GlobalResolutionVerifierPlan>(p, q, V, n, to_verify, o.fallback);
     };
-    return visit(RowWork::heavy, make, [make](P p, P q, int V, int n) { return make({p}, {q}, V, n)->alpha(); });
+    return visit(RowWork::heavy, make, [&o](P p, P q, int V, int n) {
+      return GlobalResolutionVerifierPlan({p}, {q}, V, n, o.global_resolution, o.fallback).alpha();
+    });
   }
   throw std::invalid_argument("internal: unknown verifier method '" + method + "'");
 }
