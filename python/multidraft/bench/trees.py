@@ -144,8 +144,10 @@ def summary(rows: List[dict]) -> str:
                      f"({chain4[0]['tokens_per_pass']:.2f})")
     if chains and autos:
         fastest = min(chains, key=lambda r: r["seconds"])
+        best = min((r for r in rows if r["kind"] != "auto"), key=lambda r: r["seconds"])
         for r in autos:
             lines.append(f"auto m={r['budget']}: {r['seconds']:.3f} s = {fastest['seconds'] / r['seconds']:.2f}x the "
-                         f"fastest chain (D={fastest['depth']}, m={fastest['budget']}), {r['speedup']:.2f}x "
-                         f"target.generate; its last pick {r['parents']}")
+                         f"fastest chain (D={fastest['depth']}, m={fastest['budget']}), {best['seconds'] / r['seconds']:.2f}x "
+                         f"the fastest fixed shape ({best['kind']} D={best['depth']} m={best['budget']}), "
+                         f"{r['speedup']:.2f}x target.generate; its last pick {r['parents']}")
     return "\n".join(lines)
