@@ -143,21 +143,25 @@ PROMPTS = ("And God said unto Moses,", "In the beginning", "And the LORD spake u
 def many_rounds(target, draft, prompts: torch.Tensor, mask: torch.Tensor, configs: Sequence[Tuple[str, int]],
                 draft_length: int, new_tokens: int, seeds: int, draft_top_k) -> List[dict]:
     """Tokens per target pass with a standard error, for chains of each (verifier, n): ``seeds``
-    calls of ``hf.generate`` on the whole batch of ``prompts`` (B, T), each call one sample;
-    plus the acceptance per depth over all rounds (``reached`` counts beside it)."""
+    runs of ``target.generate(custom_generate=hf.decode)`` (sampling at the models' defaults, as
+    :func:`compare`) on the whole batch of ``prompts`` (B, T), each run one sample; plus the
+    acceptance per depth over all rounds (``reached`` counts beside it)."""
     from .. import hf
 
     rows = []
     for name, n in configs:
-        per_call, reached, accepted = [], 0, 0
+        per_run, reached, accepted = [], 0, 0
         for seed in range(seeds):
-            stats = hf.generate(target, draft, prompts, new_tokens, attention_mask=mask, num_drafts=n,
-                                draft_length=draft_length, verifier=name, seed=seed, draft_top_k=draft_top_k).stats
-            per_call.append(stats.tokens_per_target_pass)
+            stats = target.generate(prompts, attention_mask=mask, custom_generate=hf.decode, draft_model=draft,
+                                    num_drafts=n, draft_length=draft_length, verifier=name, seed=seed,
+                                    draft_top_k=draft_top_k, do_sample=True, max_new_tokens=new_tokens,
+                                    min_new_tokens=new_tokens, pad_token_id=target.generation_config.eos_token_id,
+                                    return_dict_in_generate=True).multidraft
+            per_run.append(stats.tokens_per_target_pass)
             reached, accepted = reached + stats.reached, accepted + stats.accepted
-        mean, error = float(np.mean(per_call)), float(np.std(per_call, ddof=1) / np.sqrt(seeds)) if seeds > 1 else 0.0
-        rows.append(dict(verifier=name, n=n, tokens_per_pass=mean, standard_error=error, reached=reached,
-                         acceptance=accepted / np.maximum(reached, 1)))
+        error = float(np.std(per_run, ddof=1) / np.sqrt(seeds)) if seeds > 1 else 0.0
+        rows.append(dict(verifier=name, n=n, tokens_per_pass=float(np.mean(per_run)), standard_error=error,
+                         reached=reached, acceptance=accepted / np.maximum(reached, 1)))
     return rows
 
 
