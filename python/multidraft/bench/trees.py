@@ -11,7 +11,8 @@ after the chain table, one row per (shape kind, depth D, node budget m) run insi
 - ``topk tree``: the same search for ``"topk"`` (deterministic top-n children, positional model);
 - ``auto``: ``tree="auto"`` with ``node_budget=m`` (one row per budget), whose last pick is shown.
 
-Reported: tokens per target pass (measured, and predicted by the acceptance model), draft nodes the
+Every run samples with ``top_k=50`` (transformers' default with ``do_sample=True``). Reported:
+tokens per target pass (measured, and predicted by the acceptance model), draft nodes the
 target scored per round, median wall time, speedup over ``target.generate``, and the speedup the
 cost model predicts for a FLAT cost curve (a target pass costs one plain step whatever the tree: a
 GPU's memory-bound pass) from the measured draft step and verification time. The shape search is
@@ -38,15 +39,18 @@ DEPTHS = (2, 3, 4, 5, 6)
 BUDGETS = (4, 8, 16, 32)
 #: Largest group the acceptance curve covers for the top-k shapes.
 TOPK_GROUP = 16
+#: Sampling's top-k in every run (transformers' default with do_sample=True), and in the acceptance curves.
+TOP_K = 50
 
 
-def pair_acceptance(dataset: Path, verifier, largest: int, contexts: int = 256) -> np.ndarray:
+def pair_acceptance(dataset: Path, verifier, largest: int, contexts: int = 256, top_k=None) -> np.ndarray:
     """(largest,) mean exact acceptance alpha(k), k = 1..largest, of ``verifier`` (a name) at the
-    first ``contexts`` held-out contexts of the pair's dataset, the draft cut as the loop cuts it
-    (``draft_top_k="auto"``); made nondecreasing (a verifier that gains nothing from a larger group
+    first ``contexts`` held-out contexts of the pair's dataset (both laws cut to their ``top_k``
+    tokens as sampling with that top-k does, then the draft cut as the loop cuts it,
+    ``draft_top_k="auto"``); made nondecreasing (a verifier that gains nothing from a larger group
     would rather leave slots empty)."""
     pairs = load_next_token_pairs(dataset)
-    p, q = pairs.p[:contexts], truncate_draft(pairs.q[:contexts], "auto")
+    p, q = truncate_draft(pairs.p[:contexts], top_k), truncate_draft(truncate_draft(pairs.q[:contexts], top_k), "auto")
     v = md.verifier(verifier)
     alpha = [float(np.mean(v.acceptance(p, q, k))) for k in range(1, largest + 1)]
     return np.maximum.accumulate(np.array(alpha))
@@ -83,11 +87,11 @@ def compare_trees(target, draft, prompt: torch.Tensor, new_tokens: int, repeats:
     from .hf import _timed  # bench.hf imports this module
 
     widest = largest_group(md.verifier(verifier), AUTO_DRAFT_TOKENS) or TOPK_GROUP
-    acceptance = pair_acceptance(dataset, verifier, min(widest, max(budgets)))
-    topk_acceptance = pair_acceptance(dataset, "topk", TOPK_GROUP)
+    acceptance = pair_acceptance(dataset, verifier, min(widest, max(budgets)), top_k=TOP_K)
+    topk_acceptance = pair_acceptance(dataset, "topk", TOPK_GROUP, top_k=TOP_K)
     passes = {"n": 0}
     hook = target.register_forward_hook(lambda *_: passes.__setitem__("n", passes["n"] + 1))
-    common = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=True,
+    common = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=True, top_k=TOP_K,
                   attention_mask=torch.ones_like(prompt), pad_token_id=target.generation_config.eos_token_id)
     try:
         if plain_seconds is None:
