@@ -4,7 +4,8 @@
 after the chain table, one row per (shape kind, depth D, node budget m) run inside
 ``target.generate(custom_generate=multidraft.hf.decode, tree=...)``:
 
-- ``chain``: ``max(1, m // D)`` chains of D tokens (``"sps"`` for one chain, else ``--tree-verifier``);
+- ``chain``: ``m // D`` chains of D tokens (at least one, at most the verifier's largest group;
+  ``"sps"`` for one chain, else ``--tree-verifier``);
 - ``tree``: the shape of at most m nodes and depth D with the most expected tokens under the
   acceptance by group size measured on the pair (``--dataset``: the exact acceptance of
   ``--tree-verifier`` at held-out contexts, the draft cut as the loop cuts it), i.i.d. drafts;
@@ -64,7 +65,7 @@ def grid(acceptance: np.ndarray, topk_acceptance: np.ndarray, depths: Sequence[i
     rows = []
     for D in depths:
         for m in budgets:
-            n = max(1, m // D)
+            n = max(1, min(m // D, len(acceptance)))  # no group above the verifier's largest
             rows.append(("chain", "sps" if n == 1 else verifier, D, m, hf.Tree.chains(n, D).parents))
             rows.append(("tree", verifier, D, m, exchangeable.tree(m, D)))
             rows.append(("topk tree", "topk", D, m, positional.tree(m, D)))
