@@ -3,8 +3,10 @@ the run's own acceptance statistics and the models' measured cost curves (``_sea
 docs/design/tree-search.md).
 
 The cost curves (seconds of a target pass over m + 1 tokens, of a draft pass over w tokens) are
-measured once per model, device and dtype on the first call and kept for the process; the
-acceptance by group size starts from the estimator's prior and learns from every verified group.
+measured once per model, device and dtype on the first call and kept for the process; what the
+call's rounds spend beyond them (the tree mask, the draft laws and draws) is charged per draft
+node, and the verification per output token, both from the call's own timings; the acceptance by
+group size starts from the estimator's prior and learns from every verified group.
 The tree is re-planned after rounds 1, 2, 4, 8, ... (per call), so the search costs little
 against the rounds it shapes. The shape only decides which drafts are drawn: every round is
 verified exactly whatever the shape, so the output law is the target's.
@@ -17,7 +19,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from ._search import AcceptanceEstimate, choose_tree, measure_costs
+from ._search import AcceptanceEstimate, choose_tree, measure_costs, round_seconds
 from ._shape import Tree
 from ._stats import GenerationStats
 
@@ -60,16 +62,27 @@ class AutoTree:
         self.estimate = AcceptanceEstimate()
         self.seen = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.next_plan, self.shape = 0, None
+        self.model_seconds = 0.0  # the passes' predicted seconds of the rounds run so far
 
     def __call__(self, stats: GenerationStats) -> Tree:
         if self.shape is None or stats.row_rounds >= self.next_plan:
             self._learn(stats)
             verify = stats.verify_seconds / stats.new_tokens if stats.new_tokens else 0.0
-            choice = choose_tree(self.estimate.curve(self.widest), self.target_costs, self.draft_costs, self.budget,
+            target = self.target_costs + self._node_overhead(stats) * np.arange(len(self.target_costs))
+            choice = choose_tree(self.estimate.curve(self.widest), target, self.draft_costs, self.budget,
                                  self.depth, self.positional, verify)
             self.shape = Tree(choice.parents)
             self.next_plan = max(1, 2 * stats.row_rounds)
+        self.model_seconds += round_seconds(self.shape.parents, self.target_costs, self.draft_costs)
         return self.shape
+
+    def _node_overhead(self, stats: GenerationStats) -> float:
+        """Seconds per draft node that the rounds so far spent beyond the models' measured passes
+        (the attention mask, the draft laws and draws): added to the cost of scoring m nodes."""
+        if not stats.tree_nodes:
+            return 0.0
+        extra = stats.draft_seconds + stats.target_seconds - self.model_seconds
+        return max(0.0, extra / stats.tree_nodes)
 
     def _learn(self, stats: GenerationStats) -> None:
         """Feed the groups verified since the last plan to the estimate."""
