@@ -171,12 +171,13 @@ def test_defaults_work_at_a_large_vocabulary_and_slow_requests_are_refused_at_on
     calls = []
     target.register_forward_hook(lambda *args: calls.append(1))
     ids = torch.tensor([PROMPT])
-    for kwargs in (dict(num_drafts=4), dict(tree=(6, 2))):
+    for kwargs in (dict(num_drafts=4), dict(tree=(6, 2)), dict(num_drafts=9)):
         s = hf.generate(target, draft, ids, 12, seed=0, **kwargs).stats
         assert s.verifier == "global_resolution" and s.new_tokens == 12
+        assert np.flatnonzero(s.group_reached).max() <= 6  # larger groups are drawn at Global Resolution's 6
     calls.clear()
     for kwargs in (dict(verifier="otlp", num_drafts=4, draft_top_k=None), dict(verifier="otlp", num_drafts=4),
-                   dict(tree=(8, 1), draft_top_k=64)):
+                   dict(verifier="otlp", tree=(8, 1), draft_top_k=64)):
         with pytest.raises(ValueError, match="per node at loop speed"):
             hf.generate(target, draft, ids, 12, seed=0, **kwargs)
     assert not calls  # refused before any forward pass

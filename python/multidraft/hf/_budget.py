@@ -6,8 +6,10 @@ faster than that count (4 drafts over 64 tokens, 680 thousand subsets, take tens
 Global Resolution sums its terms without enumerating them for groups of up to
 :data:`GR_SUMMED_GROUP` drafts at any support ([GR] Section 6); larger groups enumerate subsets.
 So each verifier has a largest group it verifies at loop speed: a shape with a node of more
-children is refused at once, saying what to change, and a merged node whose slots add up to more
-draws only that many drafts (the other slots stay empty; every group is still verified exactly).
+children is refused at once, saying what to change (Global Resolution, the default, draws that
+many there instead, so the defaults serve any number of drafts), and a merged node whose slots add
+up to more draws only that many drafts (the other slots stay empty; every group is still verified
+exactly).
 Measured costs: docs/benchmarks/generation.md.
 """
 from __future__ import annotations
@@ -48,9 +50,10 @@ def largest_group(v: Verifier, support: int) -> int:
 
 def check_group(v: Verifier, support: int, widest: int) -> Optional[int]:
     """:func:`largest_group`, after a ValueError when a node of the shape has more children
-    (``widest``) than that."""
+    (``widest``) than that; Global Resolution instead draws at most that many at such a node
+    (its acceptance has all but stopped growing by then, see docs/model-generate.md)."""
     cap = largest_group(v, support)
-    if cap is not None and widest > cap:
+    if cap is not None and widest > cap and v.name != "global_resolution":
         raise ValueError(
             f"verifier {v.name!r} verifies at most {cap} draft(s) per node at loop speed over a draft support of "
             f"{support} tokens (a larger group meets more than {MAX_NODE_SUBSETS} draft subsets: seconds per token), "
