@@ -94,7 +94,7 @@ class Setup:
     vocabulary: DraftVocabulary = DraftVocabulary(None, None)  # draft logits -> proposal over target ids
     node_budget: Optional[int] = None  # tree="auto": the most draft nodes of a round
     planner: Optional[Callable] = None  # tree="auto": (stats) -> the next round's Tree (set by start)
-    group_cap: Optional[int] = None    # the most drafts drawn at one node (set by check_cost)
+    group_cap: Optional[int] = None    # the most drafts drawn at one node (set by start)
 
     def start(self, V: int) -> None:
         """Before any forward pass: set ``group_cap``, the most drafts the verifier draws at one
