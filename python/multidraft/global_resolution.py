@@ -39,7 +39,7 @@ class GlobalResolution(_CorePlan):
             accepted mass (``exact=False``); ``kept <= alpha``. With a fallback, alpha*.
         alpha_error_bound: a certified bound on ``|alpha - P(output in drafts)|``: 0 unless a
             truncation set held more subsets of up to n tokens than the acceptance enumerates
-            (about 50 us of work: |T| up to 81 at n = 2, 13 at n = 4, 8 at n = 8), where a
+            (about 50 us of work: ``|T|`` up to 81 at n = 2, 13 at n = 4, 8 at n = 8), where a
             second-order part of alpha is bounded instead (docs/design/output-correction.md,
             "Acceptance"). 0 for the raw plan, whose inner accepted mass is the solve's own sum
             (exact when enumerated; interpolated sums carry their uncertified error).
