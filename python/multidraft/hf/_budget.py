@@ -10,7 +10,6 @@ children is refused at once, saying what to change (Global Resolution, the defau
 many there instead, so the defaults serve any number of drafts), and a merged node whose slots add
 up to more draws only that many drafts (the other slots stay empty; every group is still verified
 exactly).
-Measured costs: docs/benchmarks/generation.md.
 """
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ def draft_subsets(support: int, group: int) -> int:
     return sum(comb(support, j) for j in range(1, min(group, support) + 1))
 
 
-def largest_group(v: Verifier, support: int) -> int:
+def largest_group(v: Verifier, support: int) -> Optional[int]:
     """The most drafts ``v`` verifies at one node at loop speed over ``support`` draft tokens: its
     fixed n, else (network-based verifiers) the largest group within :data:`MAX_NODE_SUBSETS`
     subsets (Global Resolution: any up to :data:`GR_SUMMED_GROUP`), else unbounded (None)."""
