@@ -27,6 +27,11 @@ from ._stats import GenerationStats
 DEFAULT_NODE_BUDGET = 16
 #: Deepest tree ``tree="auto"`` considers.
 MAX_AUTO_DEPTH = 8
+#: Root nodes per call at which the verifier's exact acceptance for every group size is observed
+#: (it teaches the estimate the whole curve at once; later groups are counted as they come).
+EXACT_OBSERVATIONS = 4
+#: Verifiers whose exact acceptance is cheap at every group size the planner may use.
+_CHEAP_ACCEPTANCE = ("global_resolution", "otlp", "sps", "naive", "topk", "rrs", "spectr", "spechub")
 
 _COSTS: "weakref.WeakKeyDictionary[object, Dict[tuple, np.ndarray]]" = weakref.WeakKeyDictionary()
 _COSTS_LOCK = threading.Lock()
@@ -56,7 +61,8 @@ class AutoTree:
     def __init__(self, target, draft, verifier, budget: int, group_cap: Optional[int], context):
         self.budget, self.depth = budget, min(MAX_AUTO_DEPTH, budget)
         self.widest = budget if group_cap is None else min(budget, group_cap)
-        self.positional = verifier.name == "topk"
+        self.verifier, self.positional = verifier, verifier.name == "topk"
+        self.exact_left = EXACT_OBSERVATIONS if verifier.name in _CHEAP_ACCEPTANCE else 0
         self.target_costs = cost_curve(target, context, budget + 1)[1:]  # [m]: a pass over m + 1 tokens
         self.draft_costs = cost_curve(draft, context, max(1, budget // 2))
         self.estimate = AcceptanceEstimate()
@@ -75,6 +81,16 @@ class AutoTree:
             self.next_plan = max(1, 2 * stats.row_rounds)
         self.model_seconds += round_seconds(self.shape.parents, self.target_costs, self.draft_costs)
         return self.shape
+
+    def observe_root(self, p: np.ndarray, q: np.ndarray) -> None:
+        """At the first :data:`EXACT_OBSERVATIONS` roots verified: the verifier's exact acceptance
+        alpha(k) at that root (target law ``p``, draft law ``q``) for every group size."""
+        if self.exact_left <= 0:
+            return
+        self.exact_left -= 1
+        for k in range(1, (self.verifier.fixed_n or self.widest) + 1):
+            if self.verifier.fixed_n in (None, k):
+                self.estimate.observe_exact(k, float(self.verifier.acceptance(p, q, k)))
 
     def _node_overhead(self, stats: GenerationStats) -> float:
         """Seconds per draft node that the rounds so far spent beyond the models' measured passes

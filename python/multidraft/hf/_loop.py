@@ -46,6 +46,8 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
             for r, b in enumerate(active):
                 tree = trees[r]
                 tokens, path = verify_row(tree, partial(p, r), generators[b], stats)
+                if s.planner is not None and r == 0:  # tree="auto" learns the whole acceptance curve at once
+                    s.planner.observe_root(p(r, 0), tree.groups[0].q)
                 stats.tree_nodes += tree.size
                 tokens, done[b] = until_stop(s.stopping, rows[b], tokens)
                 rows[b] += tokens
