@@ -140,3 +140,21 @@ def test_sampled_acceptance_frequency():
         if checked == 4:
             break
     assert checked >= 2
+
+
+def test_acceptance_from_several_threads_equals_one_thread():
+    """The acceptance's per-thread buffers: the same verifier from 4 threads at once, on rows of
+    different sizes (buffers grow and shrink), gives what one thread gives."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    v = md.verifier("global_resolution")
+    rows = []
+    for V in (5, 40, 300, 12, 2000):
+        p, q = rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3))
+        rows.append((p, q, int(rng.integers(2, 5))))
+    expected = [v.acceptance(p, q, n) for p, q, n in rows]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            got = list(pool.map(lambda row: v.acceptance(*row), rows * 4))
+            assert got == expected * 4

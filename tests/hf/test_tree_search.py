@@ -376,3 +376,16 @@ def test_measure_costs_on_a_tiny_llama_leaves_the_cache_as_it_was():
         arguments = dict(context_ids=context, sizes=[1]) | bad
         with pytest.raises(ValueError, match=message):
             measure_costs(model, **arguments)
+
+
+def test_counts_observe_as_many_single_groups():
+    one, many = AcceptanceEstimate(), AcceptanceEstimate()
+    for k, groups, accepted in ((1, 7, 5), (3, 4, 4), (2, 0, 0), (5, 9, 0)):
+        for i in range(groups):
+            one.observe(k, i < accepted)
+        many.observe_counts(k, groups, accepted)
+    np.testing.assert_array_equal(one.counts()[0], many.counts()[0])
+    np.testing.assert_array_equal(one.counts()[1], many.counts()[1])
+    np.testing.assert_array_equal(one.curve(6), many.curve(6))
+    with pytest.raises(ValueError, match="at most groups"):
+        many.observe_counts(2, 3, 4)

@@ -235,3 +235,17 @@ def test_a_round_merges_equal_draws_and_draws_their_children_together():
     capped = RoundTree(hf.Tree.chains(4, 2), depth_limit=2, group_cap=2)
     capped.draw(0, Fixed([3, 3, 3, 3]), None, None)  # the cap: 2 of the 4 slots drawn
     assert capped.tokens == [-1, 3] and capped.slots[1] == [0, 2] and len(capped.groups[0].drafts) == 2
+
+
+def test_the_same_models_from_several_threads_give_what_one_thread_gives(pairs):
+    """Each call keeps its own caches and round trees; models, verifiers and shapes are shared."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    target, draft = pairs["mistral"]
+    v = md.verifier("rrs_without_replacement")
+    run = lambda seed: hf.generate(target, draft, LEFT_PADDED, 12, attention_mask=MASK, tree=UNBALANCED, verifier=v,
+                                   seed=seed).sequences
+    expected = [run(seed) for seed in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(run, range(4)))
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))

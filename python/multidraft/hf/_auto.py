@@ -104,10 +104,7 @@ class AutoTree:
         """Feed the groups verified since the last plan to the estimate."""
         reached, accepted = self._since(stats.group_reached, 0), self._since(stats.group_accepted, 1)
         for k in range(1, len(reached)):
-            for _ in range(int(accepted[k])):
-                self.estimate.observe(k, True)
-            for _ in range(int(reached[k] - accepted[k])):
-                self.estimate.observe(k, False)
+            self.estimate.observe_counts(k, int(reached[k]), int(accepted[k]))
         self.seen = (stats.group_reached.copy(), stats.group_accepted.copy())
 
     def _since(self, counts: np.ndarray, which: int) -> np.ndarray:

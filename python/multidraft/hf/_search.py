@@ -495,12 +495,12 @@ class AcceptanceEstimate:
         self._stale = False
         self._lock = threading.Lock()
 
-    def _add(self, k: int, accepted: float) -> None:
+    def _add(self, k: int, accepted: float, groups: float = 1.0) -> None:
         with self._lock:
             if k > self._groups.size:
                 self._groups = np.pad(self._groups, (0, k - self._groups.size))
                 self._accepted = np.pad(self._accepted, (0, k - self._accepted.size))
-            self._groups[k - 1] += 1.0
+            self._groups[k - 1] += groups
             self._accepted[k - 1] += accepted
             self._stale = True
 
@@ -510,6 +510,17 @@ class AcceptanceEstimate:
         if not isinstance(accepted, (bool, np.bool_, int, np.integer)) or accepted not in (0, 1):
             raise ValueError(f"accepted must be a bool, got {accepted!r}")
         self._add(k, float(accepted))
+
+    def observe_counts(self, k: int, groups: int, accepted: int) -> None:
+        """``groups`` verified groups of k children, ``accepted`` of them accepted (as many
+        :meth:`observe` calls)."""
+        k = _check_int("k", k, 1)
+        groups = _check_int("groups", groups, 0)
+        accepted = _check_int("accepted", accepted, 0)
+        if accepted > groups:
+            raise ValueError(f"accepted ({accepted}) must be at most groups ({groups})")
+        if groups:
+            self._add(k, float(accepted), float(groups))
 
     def observe_exact(self, k: int, alpha: float) -> None:
         """The verifier's exact P(accept) at a visited node with a group of k children (lower variance)."""
