@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import functools
+from math import comb
 from typing import Dict, List, Optional, Type, Union
 
 import numpy as np
@@ -56,9 +57,19 @@ class Verifier:
     fixed_n: Optional[int] = None   # the only number of drafts the method handles, if any
     core_method = ""                # name of the method in _core.transport
     without_replacement = False
+    # For loops that verify at every token (multidraft.hf): whether the exact acceptance costs
+    # about one plan at any n (not when it enumerates draft prefixes or tuples), and whether a
+    # node wider than :meth:`node_subsets` allows may draw fewer drafts rather than be refused.
+    cheap_acceptance = True
+    caps_wide_groups = False
 
     def __repr__(self) -> str:
         return f"multidraft.verifier({self.name!r})"
+
+    def node_subsets(self, support: int, n: int) -> int:
+        """Draft subsets one verification of n drafts over ``support`` draft tokens enumerates
+        (a max-flow network's size, say): 0 for the verifiers that enumerate none."""
+        return 0
 
     def _check_n(self, n: int) -> None:
         """Refuse draft counts the method does not handle."""
@@ -165,6 +176,11 @@ class Verifier:
         return _unbatch(_core.acceptance(self.core_method, p2, q3, n, self._core_options()), batched)
 
 
+def draft_subsets(support: int, n: int) -> int:
+    """Non-empty draft subsets of at most n tokens over ``support`` tokens."""
+    return sum(comb(support, j) for j in range(1, min(n, support) + 1))
+
+
 _REGISTRY: Dict[str, Type[Verifier]] = {}
 
 
@@ -244,6 +260,7 @@ class RecursiveRejectionWithoutReplacement(RecursiveRejection):
     name = "rrs_without_replacement"
     scheme_kind = "without_replacement"
     without_replacement = True
+    cheap_acceptance = False  # it sums over draft prefixes
 
 
 @register
@@ -299,6 +316,10 @@ class CanonicalDecompositionVerifier(Verifier):
 
     name = "khisti"
     core_method = "khisti"
+    cheap_acceptance = False  # it enumerates draft tuples
+
+    def node_subsets(self, support: int, n: int) -> int:
+        return draft_subsets(support, 2) if n >= 2 else 0  # pairwise selection weights (Remark 3)
 
     def __init__(self, scheme: str = "iid", truncation: Optional[int] = None):
         if scheme not in ("iid", "independent"):
@@ -329,6 +350,9 @@ class OptimalTransport(Verifier):
     """
 
     name = "otlp"
+
+    def node_subsets(self, support: int, n: int) -> int:
+        return draft_subsets(support, n)
 
     def __init__(self, method: str = "maxflow_cs", scheme: str = "iid"):
         if method not in EXACT_METHODS:
@@ -370,6 +394,12 @@ class GlobalResolutionVerifier(Verifier):
 
     name = "global_resolution"
     core_method = "global_resolution"
+    caps_wide_groups = True  # its acceptance has all but stopped growing past a few drafts
+    #: Largest n whose terms the plan sums without enumerating subsets ([GR] Section 6).
+    SUMMED_GROUP = 6
+
+    def node_subsets(self, support: int, n: int) -> int:
+        return draft_subsets(support, n) if n > self.SUMMED_GROUP else 0
 
     def __init__(self, tau: float = 1e-3, **options):
         self.tau = tau

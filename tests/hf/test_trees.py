@@ -249,3 +249,15 @@ def test_the_same_models_from_several_threads_give_what_one_thread_gives(pairs):
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(run, range(4)))
     assert all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
+def test_each_verifier_s_largest_group_at_loop_speed():
+    """From each verifier's node_subsets: otlp's network over subsets of at most n of the support,
+    Global Resolution's summed groups up to 6, khisti's pairwise weights, fixed n, the others any."""
+    from multidraft.hf._budget import largest_group
+
+    expected = {("otlp", 32): 2, ("otlp", 16): 4, ("otlp", 3): None, ("global_resolution", 32): 6,
+                ("global_resolution", 8): None, ("khisti", 100): 1, ("khisti", 50): None, ("rrs", 32000): None,
+                ("spectr", 10): None, ("sps", 32): 1, ("spechub", 32): 2, ("topk", 32000): None}
+    for (name, support), cap in expected.items():
+        assert largest_group(md.verifier(name), support) == cap, (name, support)

@@ -30,8 +30,6 @@ MAX_AUTO_DEPTH = 8
 #: Root nodes per call at which the verifier's exact acceptance for every group size is observed
 #: (it teaches the estimate the whole curve at once; later groups are counted as they come).
 EXACT_OBSERVATIONS = 4
-#: Verifiers whose exact acceptance is cheap at every group size the planner may use.
-_CHEAP_ACCEPTANCE = ("global_resolution", "otlp", "sps", "naive", "topk", "rrs", "spectr", "spechub")
 
 _COSTS: "weakref.WeakKeyDictionary[object, Dict[tuple, np.ndarray]]" = weakref.WeakKeyDictionary()
 _COSTS_LOCK = threading.Lock()
@@ -62,7 +60,7 @@ class AutoTree:
         self.budget, self.depth = budget, min(MAX_AUTO_DEPTH, budget)
         self.widest = budget if group_cap is None else min(budget, group_cap)
         self.verifier, self.positional = verifier, verifier.name == "topk"
-        self.exact_left = EXACT_OBSERVATIONS if verifier.name in _CHEAP_ACCEPTANCE else 0
+        self.exact_left = EXACT_OBSERVATIONS if verifier.cheap_acceptance else 0
         self.target_costs = cost_curve(target, context, budget + 1)[1:]  # [m]: a pass over m + 1 tokens
         self.draft_costs = cost_curve(draft, context, max(1, budget // 2))
         self.estimate = AcceptanceEstimate()
