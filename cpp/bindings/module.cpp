@@ -89,25 +89,66 @@ Ints py_verify(const std::string& method, const Doubles& p, const Doubles& q, co
   return out;
 }
 
-// The per-token path of Verifier.verify: p (V,), q (V,) C-contiguous float64 rows, drafts (n,)
-// int64, one seed (verify_one_row). None when p or q is refused or a draft is out of range, for
-// the caller's general path to say what is wrong.
-py::object py_verify_row(const std::string& method, const py::array& p, const py::array& q, const py::array& drafts,
-                         std::uint64_t seed, const VerifierOptions& options, double tolerance) {
-  auto float64_row = [](const py::array& x) {
-    return x.ndim() == 1 && x.dtype().equal(py::dtype::of<double>()) && (x.flags() & py::array::c_style) != 0;
-  };
-  if (!float64_row(p) || !float64_row(q) || q.shape(0) != p.shape(0) || drafts.ndim() != 1 ||
-      !drafts.dtype().equal(py::dtype::of<std::int64_t>()) || (drafts.flags() & py::array::c_style) == 0 ||
-      options.kind == SchemeKind::independent)
-    throw std::invalid_argument("internal: verify_row takes float64 rows p, q (V,) and int64 drafts (n,)");
-  const int V = static_cast<int>(p.shape(0)), n = static_cast<int>(drafts.shape(0));
-  const double* pr = static_cast<const double*>(p.data());
-  const double* qr = static_cast<const double*>(q.data());
+// The checked calls: p and q as users pass them (user_rows: float32 / float64, (V,) or (B, V), any
+// strides) with their sum tolerances, checked by the core in one read per row (checked_rows.hpp)
+// and computed in the same call; None when an array is of another kind, a row is refused or a
+// draft is out of range, for the caller's general path to handle or explain. Drafts (B, n) int64.
+std::optional<CheckedRows> checked_rows(const py::array& p, const py::array& q, double p_tolerance, double q_tolerance,
+                                        bool scaled) {
+  const auto pr = multidraft_bindings::user_rows(p, p_tolerance), qr = multidraft_bindings::user_rows(q, q_tolerance);
+  if (!pr || !qr || p.ndim() != q.ndim()) return std::nullopt;
+  std::optional<CheckedRows> rows(std::in_place);
+  bool valid = false;
+  without_gil([&] { valid = rows->check(*pr, *qr, scaled); });
+  return valid ? std::move(rows) : std::nullopt;
+}
+
+bool drafts_fit(const py::array& drafts, const BatchRows& b) {
+  return drafts.dtype().equal(py::dtype::of<std::int64_t>()) && (drafts.flags() & py::array::c_style) != 0 &&
+         drafts.ndim() == 2 && drafts.shape(0) == b.B && drafts.shape(1) > 0 &&
+         drafts_in_range(static_cast<const std::int64_t*>(drafts.data()), drafts.size(), b.V);
+}
+
+py::object py_verify_checked(const std::string& method, const py::array& p, const py::array& q, const py::array& drafts,
+                             const Seeds& seeds, const VerifierOptions& options, double p_tolerance, double q_tolerance) {
+  const auto rows = checked_rows(p, q, p_tolerance, q_tolerance, true);
+  if (!rows || !drafts_fit(drafts, rows->rows()) || seeds.size() != rows->rows().B) return py::none();
+  const BatchRows& b = rows->rows();
+  Ints tokens(b.B);
+  py::array_t<bool> accepted(b.B);
+  const int n = static_cast<int>(drafts.shape(1));
   const std::int64_t* d = static_cast<const std::int64_t*>(drafts.data());
-  std::int64_t token = -1;
-  without_gil([&] { token = verify_one_row(method, pr, qr, V, d, n, seed, options, tolerance); });
-  return token >= 0 ? py::object(py::int_(token)) : py::object(py::none());
+  const std::uint64_t* s = seeds.data();
+  std::int64_t* t = tokens.mutable_data();
+  bool* a = accepted.mutable_data();
+  without_gil([&] {
+    batched_verify(method, b, d, n, s, options, t);
+    tokens_in_drafts(t, d, b.B, n, a);
+  });
+  return py::make_tuple(tokens, accepted);
+}
+
+py::object py_transport_checked(const std::string& method, const py::array& p, const py::array& q,
+                                const py::array& drafts, const VerifierOptions& options, double p_tolerance,
+                                double q_tolerance) {
+  const auto rows = checked_rows(p, q, p_tolerance, q_tolerance, true);
+  if (!rows || !drafts_fit(drafts, rows->rows())) return py::none();
+  const BatchRows& b = rows->rows();
+  py::array_t<double> out({b.B, b.V});
+  const int n = static_cast<int>(drafts.shape(1));
+  const std::int64_t* d = static_cast<const std::int64_t*>(drafts.data());
+  double* o = out.mutable_data();
+  without_gil([&] { batched_transport(method, b, d, n, options, o); });
+  return std::move(out);
+}
+
+py::object py_acceptance_rate_checked(const py::array& p, const py::array& q, double p_tolerance, double q_tolerance) {
+  const auto rows = checked_rows(p, q, p_tolerance, q_tolerance, true);
+  if (!rows) return py::none();
+  py::array_t<double> out(rows->rows().B);
+  double* o = out.mutable_data();
+  without_gil([&] { batched_acceptance_rate(rows->rows(), o); });
+  return std::move(out);
 }
 
 py::array_t<double> py_acceptance(const std::string& method, const Doubles& p, const Doubles& q, int n,
@@ -227,8 +268,12 @@ void bind_verifier_calls(py::module_& m) {
         py::arg("options") = VerifierOptions(), py::arg("p_scale") = py::none(), py::arg("q_scale") = py::none());
   m.def("verify", &py_verify, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"), py::arg("seeds"),
         py::arg("options") = VerifierOptions(), py::arg("p_scale") = py::none(), py::arg("q_scale") = py::none());
-  m.def("verify_row", &py_verify_row, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"), py::arg("seed"),
-        py::arg("options"), py::arg("tolerance"));
+  m.def("verify_checked", &py_verify_checked, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
+        py::arg("seeds"), py::arg("options"), py::arg("p_tolerance"), py::arg("q_tolerance"));
+  m.def("transport_checked", &py_transport_checked, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("drafts"),
+        py::arg("options"), py::arg("p_tolerance"), py::arg("q_tolerance"));
+  m.def("acceptance_rate_checked", &py_acceptance_rate_checked, py::arg("p"), py::arg("q"), py::arg("p_tolerance"),
+        py::arg("q_tolerance"));
   m.def("acceptance", &py_acceptance, py::arg("method"), py::arg("p"), py::arg("q"), py::arg("n"),
         py::arg("options") = VerifierOptions());
 }

@@ -66,11 +66,21 @@ def verify(
 ) -> npt.NDArray[np.int64]:
     """One verified token per row, drawn from the row's seed without writing the law where the
     plan samples directly (sps, naive, global_resolution); rows and scales as for `transport`."""
-def verify_row(
-    method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], drafts: npt.NDArray[np.int64],
-    seed: int, options: VerifierOptions, tolerance: float,
-) -> int | None:
-    """One row's verified token, its checks in the same call; None when the row or a draft is refused."""
+def verify_checked(
+    method: str, p: npt.NDArray[np.floating], q: npt.NDArray[np.floating], drafts: npt.NDArray[np.int64],
+    seeds: npt.NDArray[np.uint64], options: VerifierOptions, p_tolerance: float, q_tolerance: float,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]] | None:
+    """Tokens (B,) and whether each is a draft, p and q (float32 / float64, (V,) or (B, V), any strides)
+    checked in the same call (batch/checked_rows.hpp); None when an array, a row or a draft is refused."""
+def transport_checked(
+    method: str, p: npt.NDArray[np.floating], q: npt.NDArray[np.floating], drafts: npt.NDArray[np.int64],
+    options: VerifierOptions, p_tolerance: float, q_tolerance: float,
+) -> npt.NDArray[np.float64] | None:
+    """Laws (B, V) of the rows at their drafts, checked as in `verify_checked`; None when refused."""
+def acceptance_rate_checked(
+    p: npt.NDArray[np.floating], q: npt.NDArray[np.floating], p_tolerance: float, q_tolerance: float,
+) -> npt.NDArray[np.float64] | None:
+    """sum_i min(p_i, q_i) (B,) of rows checked as in `verify_checked`; None when refused."""
 def acceptance(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, options: VerifierOptions = ...,
 ) -> npt.NDArray[np.float64]:

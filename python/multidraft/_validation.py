@@ -162,6 +162,18 @@ def probability_scales(x, name: str, ndims: Sequence[int] = (1, 2)) -> Tuple[np.
     return rows, np.ones(rows.size // rows.shape[-1])
 
 
+def core_tolerances(p, q) -> Optional[Tuple[float, float]]:
+    """The sum tolerances of ``p`` and ``q`` when the core's checked calls read them as given
+    (``_core.verify_checked`` and its kin: NumPy float32 or float64 arrays of one shape, (V,) or
+    (B, V), any strides, checked there in one read per row); None for anything else, which the
+    general path (:func:`probabilities`) handles and explains."""
+    if not (type(p) is np.ndarray and type(q) is np.ndarray and p.shape == q.shape and p.ndim in (1, 2)
+            and p.dtype in _CORE_DTYPES and q.dtype in _CORE_DTYPES and p.size):
+        return None
+    V = p.shape[-1]
+    return sum_tolerance(p.dtype, V), sum_tolerance(q.dtype, V)
+
+
 def count(n, name: str = "n", minimum: int = 1) -> int:
     """A positive integer such as the number of drafts."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):

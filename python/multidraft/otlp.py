@@ -10,6 +10,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 
 from . import _core
+from . import _validation as check
 from ._plans import _CorePlan, OTLPPlan, draft_kind
 from .global_resolution import GlobalResolution
 from .schemes import DraftScheme, batched_inputs
@@ -38,8 +39,13 @@ def acceptance_rate(p, q) -> Union[float, np.ndarray]:
 
     ``p``, ``q``: (V,) or (B, V). Returns a float, or (B,) for a batch.
     """
+    tolerances = check.core_tolerances(p, q)
+    if tolerances is not None:  # checked and summed in the core: two reads of p and q, no copies
+        out = _core.acceptance_rate_checked(p, q, *tolerances)
+        if out is not None:
+            return out if p.ndim == 2 else float(out[0])
     p2, q3, _, batched = batched_inputs(p, q, 1, "iid")
-    out = _core.acceptance("sps", p2, q3, 1)  # the registry's single-draft acceptance
+    out = _core.acceptance("sps", p2, q3, 1)  # the registry's single-draft acceptance, the same sum
     return out if batched else float(out[0])
 
 

@@ -28,15 +28,6 @@ def _scheme_options(kind: str, without_replacement: bool, truncation: int = -1):
                                  max_work=float(MAX_ACCEPTANCE_WORK))
 
 
-def _float64_row(x) -> bool:
-    return type(x) is np.ndarray and x.dtype == np.float64 and x.ndim == 1 and x.flags.c_contiguous and x.size > 0
-
-
-@functools.lru_cache(maxsize=64)  # a few vocabulary sizes per process
-def _float64_tolerance(V: int) -> float:
-    return check.sum_tolerance(np.float64, V)
-
-
 def _unbatch(values: np.ndarray, batched: bool) -> Union[float, np.ndarray]:
     return values if batched else float(values[0])
 
@@ -110,6 +101,11 @@ class Verifier:
 
     def transport(self, p, q, drafts) -> np.ndarray:
         """Exact output law pi(. | drafts): (V,), or (B, V) for a batch."""
+        checked = self._checked_drafts(p, q, drafts)
+        if checked is not None:
+            laws = _core.transport_checked(self.core_method, p, q, checked[0], self._core_options(), *checked[1])
+            if laws is not None:
+                return laws if p.ndim == 2 else laws[0]
         scales = [] if self.core_method else None  # the core reads float64 rows in place, with their scales
         p2, q3, n, d, batched = self._inputs(p, q, drafts, scales)
         laws = self._transport(p2, q3, n, d, scales or ())
@@ -121,15 +117,18 @@ class Verifier:
         Returns ``(token, accepted)``, or ``((B,) int64, (B,) bool)`` for a batch. Rows run on
         the core's threads (:func:`multidraft.set_num_threads`); a method that can draw its token
         without writing the output law (``"sps"``, ``"naive"``, ``"global_resolution"``) does so.
-        C-contiguous float64 ``p`` and ``q`` are read in place (also by :meth:`transport`), each
+        NumPy float32 or float64 ``p`` and ``q`` (any strides) with integer ``drafts`` are checked
+        and verified in a single core call, which reads C-contiguous float64 rows in place, each
         entry times 1 / its row's sum as it is read: the law p / sum(p) exactly, the very numbers
-        a normalised copy would hold (the core writes one only for the methods whose plans need it).
-        One such row with int64 ``drafts`` (what :meth:`draft` returns) is checked and verified in a
-        single core call.
+        a normalised copy would hold (other rows are normalised into a buffer of the call).
         """
-        token = self._verify_row(p, q, drafts, rng)
-        if token is not None:
-            return token, token in drafts.tolist()
+        checked = self._checked_drafts(p, q, drafts)
+        if checked is not None:
+            d, tolerances = checked
+            seeds = check.row_seeds(rng, d.shape[0])
+            out = _core.verify_checked(self.core_method, p, q, d, seeds, self._core_options(), *tolerances)
+            if out is not None:
+                return out if p.ndim == 2 else (int(out[0][0]), bool(out[1][0]))
         scales = [] if self.core_method else None  # as in transport
         p2, q3, n, d, batched = self._inputs(p, q, drafts, scales)
         seeds = check.row_seeds(rng, p2.shape[0])
@@ -142,19 +141,26 @@ class Verifier:
             return token, token in d[0].tolist()
         return tokens, np.any(d == tokens[:, None], axis=1)
 
-    def _verify_row(self, p, q, drafts, rng) -> Optional[int]:
-        """The token of one row as users pass it from NumPy (``p``, ``q`` C-contiguous float64 (V,),
-        ``drafts`` int64 (n,)), checked and verified in one core call: what :meth:`verify` does, without
-        its Python checks (several microseconds, about the time the core takes to read the row). None
-        for other inputs or when the core refuses the row; the general path then explains."""
-        if not (self.core_method and self.scheme_kind != "independent" and type(drafts) is np.ndarray
-                and drafts.dtype == np.int64 and drafts.ndim == 1 and drafts.size
-                and (self.fixed_n is None or drafts.size == self.fixed_n)
-                and _float64_row(p) and _float64_row(q) and q.shape == p.shape):
+    def _checked_drafts(self, p, q, drafts):
+        """``(drafts (B, n) int64, tolerances)`` when the core's checked calls take this input as
+        given (:func:`_validation.core_tolerances`; a core method with one draft law per row), else
+        None: the general path then checks, converts and explains. The core still refuses rows
+        (returning None) that the general path must explain."""
+        if not self.core_method or self.scheme_kind == "independent":
             return None
-        seed = check.row_seeds(rng, 1)
-        return _core.verify_row(self.core_method, p, q, drafts, int(seed[0]), self._core_options(),
-                                _float64_tolerance(p.shape[0]))
+        tolerances = check.core_tolerances(p, q)
+        if tolerances is None:
+            return None
+        d = drafts if type(drafts) is np.ndarray else np.asarray(drafts)
+        if d.dtype != np.int64:
+            if d.dtype.kind not in "iu":
+                return None
+            d = d.astype(np.int64)
+        if d.ndim != p.ndim or d.shape[0] != (p.shape[0] if p.ndim == 2 else d.shape[0]) or not d.shape[-1]:
+            return None
+        if self.fixed_n is not None and d.shape[-1] != self.fixed_n:
+            return None
+        return np.ascontiguousarray(d).reshape(-1, d.shape[-1]), tolerances
 
     def _core_options(self):
         """The options of this verifier for the core's batched calls."""

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import multidraft as md
+from multidraft import _core
+from multidraft import _validation as check
 import oracle
 from conftest import (CASES_BY_SCHEME, PLAN_METHODS, TOL, batch_of, case_id, plan_id, small_sample,
                       verifier_cases, verifier_configs)
@@ -114,29 +116,49 @@ def test_batched_transport_equals_rows(config):
     np.testing.assert_allclose(batched, rows, rtol=0, atol=1e-15)
 
 
+def general_path(v, p, q, drafts, seeds):
+    """Tokens (B,) and laws (B, V) of the general path: Python's checks, then _core.verify / transport."""
+    scales = []
+    p2, q3, n, d, _ = v._inputs(p, q, drafts, scales)
+    tokens = _core.verify(v.core_method, p2, q3, d, seeds, v._core_options(), *scales)
+    return tokens, v._transport(p2, q3, n, d, scales)
+
+
 @pytest.mark.parametrize("config", [c for c in CONFIGS if c.make().core_method and c.make().scheme_kind != "independent"],
                          ids=lambda c: c.id)
-def test_one_numpy_row_is_verified_in_one_core_call_like_a_batch(config):
-    """Verifier.verify's per-token path (one float64 row, int64 drafts: checked and verified by
-    _core.verify_row) is taken and gives the batched call's token, for rows off 1 by 5e-7 too (read
-    with their scales); a row or draft the core refuses falls through to the general path's errors."""
+def test_checked_core_calls_equal_the_general_path(config):
+    """NumPy float32 / float64 rows of any strides, one or a batch, are checked and verified in one core
+    call (_core.verify_checked, transport_checked), which gives the general path's tokens and laws bit for
+    bit, for rows off 1 by 5e-7 too (float64 rows read in place with their scales, others normalised in a
+    buffer); a row or draft the core refuses falls through to the general path's errors."""
     v, p, q, drafts = batch_of(config, B=6)
     p = p * (1.0 + 5e-7)
-    for b in range(len(p)):
-        token = v._verify_row(p[b], q[b], drafts[b], b)
-        assert token is not None
-        assert v.verify(p[b], q[b], drafts[b], b) == (token, token in drafts[b])
-        tokens, _ = v.verify(p[b:b + 1], q[b:b + 1], drafts[b:b + 1], [b])
-        assert token == tokens[0]
-    out_of_range = drafts[0].copy()
-    out_of_range[-1] = p.shape[1]
-    assert v._verify_row(p[0], q[0], out_of_range, 0) is None
+    seeds = np.arange(6, dtype=np.uint64) * 7919
+    wide = lambda x: np.repeat(x, 2, axis=1)[:, ::2]  # noqa: E731
+    forms = {"float64": (p, q), "float32": (p.astype(np.float32), q.astype(np.float32)),
+             "strided": (wide(p), wide(q)), "fortran": (np.asfortranarray(p), np.asfortranarray(q)),
+             "mixed": (p, q.astype(np.float32))}
+    for label, (P, Q) in forms.items():
+        tolerances = check.core_tolerances(P, Q)
+        out = _core.verify_checked(v.core_method, P, Q, drafts, seeds, v._core_options(), *tolerances)
+        laws = _core.transport_checked(v.core_method, P, Q, drafts, v._core_options(), *tolerances)
+        assert out is not None and laws is not None, label
+        tokens, general_laws = general_path(v, P, Q, drafts, seeds)
+        np.testing.assert_array_equal(out[0], tokens, err_msg=label)
+        np.testing.assert_array_equal(out[1], np.any(drafts == tokens[:, None], axis=1), err_msg=label)
+        np.testing.assert_array_equal(laws, general_laws, err_msg=label)
+        for b in range(len(P)):
+            assert v.verify(P[b], Q[b], drafts[b], int(seeds[b])) == (int(tokens[b]), bool(out[1][b])), label
+            np.testing.assert_array_equal(v.transport(P[b], Q[b], drafts[b].tolist()), laws[b], err_msg=label)
+    out_of_range = drafts.copy()
+    out_of_range[0, -1] = p.shape[1]
+    assert _core.verify_checked(v.core_method, p, q, out_of_range, seeds, v._core_options(), 1e-6, 1e-6) is None
     with pytest.raises(ValueError, match="out of range"):
-        v.verify(p[0], q[0], out_of_range, 0)
-    assert v._verify_row(2.0 * p[0], q[0], drafts[0], 0) is None
+        v.verify(p[0], q[0], out_of_range[0], 0)
+    assert _core.verify_checked(v.core_method, 2.0 * p, q, drafts, seeds, v._core_options(), 1e-6, 1e-6) is None
     with pytest.raises(ValueError, match="'p'"):
         v.verify(2.0 * p[0], q[0], drafts[0], 0)
-    assert v._verify_row(p[0], q[0].astype(np.float32), drafts[0], 0) is None  # other dtypes: the general path
+    assert check.core_tolerances(p[0], q[0].astype(np.float16)) is None  # other dtypes: the general path
 
 
 ROW_RNG = {"seed_list": lambda: [5, 17, 2, 99, 3, 8], "int": lambda: 77,

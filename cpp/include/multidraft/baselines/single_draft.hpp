@@ -5,14 +5,15 @@
 #include <vector>
 
 #include "multidraft/core/rng.hpp"
+#include "multidraft/detail/sum_kernels.hpp"
 
 namespace multidraft {
 
-// Optimal single-draft acceptance beta = sum_i min(p(i), q(i)) ([NH], closed form).
-inline double sps_acceptance(const double* p, const double* q, int V) {
-  double beta = 0.0;
-  for (int i = 0; i < V; ++i) beta += std::min(p[i], q[i]);
-  return beta;
+// Optimal single-draft acceptance beta = sum_i min(p(i), q(i)) ([NH], closed form). Rows:
+// `const double*` or ScaledRow (distribution.hpp), summed alike (one vectorised pass).
+template <class Row>
+double sps_acceptance(const Row& p, const Row& q, int V) {
+  return sum_of_minima(p, q, V);
 }
 
 // Output law of speculative sampling given the draft y (Leviathan et al., Chen et al.):

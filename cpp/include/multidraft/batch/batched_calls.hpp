@@ -17,6 +17,7 @@
 #include "multidraft/core/draft_scheme.hpp"
 #include "multidraft/core/rng.hpp"
 #include "multidraft/otlp/subset_selection.hpp"
+#include "multidraft/baselines/single_draft.hpp"
 #include "multidraft/baselines/spectr.hpp"
 #include "multidraft/plans/plan_sampling.hpp"
 #include "multidraft/plans/verifier_registry.hpp"
@@ -47,27 +48,19 @@ inline void batched_verify(const std::string& method, const BatchRows& b, const 
   });
 }
 
-// The per-token path of Verifier.verify: one row p (V,), q (V,), unnormalised, checked and scaled
-// here (row_scale), drafts (n,), one seed. The token, as batched_verify gives it for the same row
-// and seed; -1 when p or q is refused or a draft is out of range.
-inline std::int64_t verify_one_row(const std::string& method, const double* pr, const double* qr, int V,
-                                   const std::int64_t* d, int n, std::uint64_t seed, const VerifierOptions& options,
-                                   double tolerance) {
-  double p_scale, q_scale;
-  const bool valid = row_scale(StridedRow<double>{pr, V, 1}, tolerance, p_scale) &&
-                     row_scale(StridedRow<double>{qr, V, 1}, tolerance, q_scale) &&
-                     std::all_of(d, d + n, [V](std::int64_t t) { return t >= 0 && t < V; });
-  if (!valid) return -1;
-  std::int64_t token = -1;
-  const std::vector<int> tuple = to_int(d, static_cast<std::size_t>(n));
-  with_verifier(method, options, [&](VerifierWork, auto make, auto) {
-    check_drawable(options.kind, ScaledRow{qr, q_scale}, V, tuple.data(), n);
-    std::vector<double> rows, scratch;
-    const auto plan = make_plan(make, ScaledRow{pr, p_scale}, ScaledRow{qr, q_scale}, V, V, n, rows);
-    Rng rng(seed);
-    token = sample_verified(*plan, tuple.data(), V, rng, scratch);
+// accepted[r]: whether row r's token is one of its n drafts (B, n).
+inline void tokens_in_drafts(const std::int64_t* tokens, const std::int64_t* drafts, std::int64_t B, int n,
+                             bool* accepted) {
+  for (std::int64_t r = 0; r < B; ++r)
+    accepted[r] = std::find(drafts + r * n, drafts + (r + 1) * n, tokens[r]) != drafts + (r + 1) * n;
+}
+
+// The single-draft acceptance sum_i min(p(i), q(i)) (B,) of rows read in place with their scales.
+inline void batched_acceptance_rate(const BatchRows& b, double* out) {
+  parallel_rows(b.B, light_rows(2 * b.V), [&](std::int64_t r) {
+    out[r] = sps_acceptance(ScaledRow{b.p + r * b.V, b.p_scale[r]}, ScaledRow{b.q + r * b.q_stride, b.q_scale[r]},
+                            static_cast<int>(b.V));
   });
-  return token;
 }
 
 // Exact acceptance (B,) of the rows under `method` (the registry's acceptance).

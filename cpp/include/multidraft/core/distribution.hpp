@@ -34,18 +34,29 @@ struct StridedRow {
 };
 
 // Sum of the row in float64, and whether every entry is finite and >= 0: a NaN or infinite entry
-// makes the sum NaN or infinite, so the smallest entry and the sum tell, in one vectorisable pass.
+// makes the sum NaN or infinite, so the smallest entry and the sum tell, in one vectorised pass.
+// Unit-stride rows are summed in eight fixed lanes (i mod 8) added in a fixed order, so the sum
+// does not depend on where the row lies in memory (a vectorised reduction may peel for alignment).
 template <class T>
 inline bool row_sum_if_valid(const StridedRow<T>& row, double& sum) {
   double total = 0.0, lowest = 0.0;
   if (row.stride == 1) {
     const T* x = row.data;
-#pragma omp simd reduction(+ : total) reduction(min : lowest)
-    for (std::int64_t i = 0; i < row.V; ++i) {
-      const double v = static_cast<double>(x[i]);
-      total += v;
-      lowest = std::min(lowest, v);
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0}, low[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::int64_t i = 0;
+    for (; i + 8 <= row.V; i += 8)
+#pragma omp simd
+      for (int l = 0; l < 8; ++l) {
+        const double v = static_cast<double>(x[i + l]);
+        lanes[l] += v;
+        low[l] = std::min(low[l], v);
+      }
+    for (int l = 0; i < row.V; ++i, ++l) {
+      lanes[l] += static_cast<double>(x[i]);
+      low[l] = std::min(low[l], static_cast<double>(x[i]));
     }
+    total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    lowest = *std::min_element(low, low + 8);
   } else {
     for (std::int64_t i = 0; i < row.V; ++i) {
       total += row[i];

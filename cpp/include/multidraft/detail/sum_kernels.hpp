@@ -1,5 +1,5 @@
-// The vectorised kernels of the summation machinery (global_resolution/sums/), kept apart from
-// the algorithms that call them, as plain functions over raw pointers: the elementary functions
+// The vectorised kernels of the summation machinery (global_resolution/sums/) and of the
+// verifiers' passes over rows, kept apart from the algorithms that call them, as plain functions over raw pointers: the elementary functions
 // in a form loops vectorise, and the loops taken out of their callers with the same bodies,
 // `__restrict` on their pointer parameters and `#pragma omp simd`, forced inline where the
 // callers' generated loops and roundings depend on it. The design they serve is
@@ -99,6 +99,20 @@ inline void logs_with_range(const double* __restrict x, int m, double c, double*
 
 // ---------------------------------------------------------------------------------------------
 // Sums and products over rows.
+
+// sum_i min(p[i], q[i]) for rows `const double*` or ScaledRow (core/distribution.hpp), in eight
+// fixed lanes (i mod 8) added in a fixed order: vectorised, with the same rounding wherever the
+// rows lie in memory (a vectorised reduction may peel for alignment, changing the order).
+template <class Row>
+double sum_of_minima(const Row& p, const Row& q, int V) {
+  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= V; i += 8)
+#pragma omp simd
+    for (int l = 0; l < 8; ++l) lanes[l] += std::min(p[i + l], q[i + l]);
+  for (int l = 0; i < V; ++i, ++l) lanes[l] += std::min(p[i], q[i]);
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
 
 // sum_{u < m} row[u]. (GCC 12 does not vectorise loops with array reductions: per-variable terms
 // are stored, then summed by this.)
