@@ -73,3 +73,10 @@ def test_index_lists_every_notebook():
     assert sorted(listed) == NOTEBOOKS
     # docs/api/notebooks is a link to notebooks/: the build renders the committed notebooks themselves
     assert (API / "notebooks").resolve() == (ROOT / "notebooks").resolve()
+
+
+def test_readme_names_each_rendered_notebook_page_and_its_source():
+    readme = (ROOT / "README.md").read_text()
+    for name in NOTEBOOKS:
+        assert f"`build/docs/notebooks/{name}.html`" in readme, f"README does not name the rendered page of {name}"
+        assert f"](notebooks/{name}.ipynb)" in readme, f"README does not link notebooks/{name}.ipynb"
