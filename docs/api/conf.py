@@ -28,7 +28,6 @@ napoleon_numpy_docstring = False
 nb_execution_mode = "force"
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
-nb_execution_timeout = 600  # seconds per cell
 nb_merge_streams = True
 nb_render_markdown_format = "gfm"  # Markdown outputs (the rdk notebook's table) as GitHub renders them
 # The kernel inherits this process's environment: the notebooks' small runs (as in
@@ -36,6 +35,8 @@ nb_render_markdown_format = "gfm"  # Markdown outputs (the rdk notebook's table)
 # and matplotlib's inline backend (a non-interactive MPLBACKEND such as Agg would show no figure).
 os.environ.setdefault("MULTIDRAFT_NOTEBOOK_QUICK", "1")
 os.environ.pop("MPLBACKEND", None)
+QUICK = os.environ["MULTIDRAFT_NOTEBOOK_QUICK"] == "1"
+nb_execution_timeout = 600 if QUICK else -1  # seconds per cell; the full runs are not bounded
 
 
 def check_notebook_pages(app, exception):
