@@ -35,10 +35,15 @@ demo: install
 test: install
 	MULTIDRAFT_REQUIRE_ALL_TESTS=$(if $(filter ON,$(NATIVE)),0,1) $(PY) -m pytest -q tests
 
-# API reference from the docstrings (docs/api, Sphinx autodoc) into build/docs; any warning fails.
+# API reference from the docstrings (docs/api, Sphinx autodoc) into build/docs, with the notebooks
+# executed in quick mode and rendered as pages (myst-nb: a failing cell fails the build); then every
+# page's example is run (doctest builder, on the doctrees the html build just wrote: nothing is read
+# or executed twice). Any warning fails. Installs the `docs` extra of pyproject.toml.
+DOCS_EXTRA = $(PY) -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["docs"])'
 docs: install
-	$(PIP) sphinx
-	$(PY) -m sphinx -W --keep-going -b html docs/api build/docs
+	$(PIP) $$($(DOCS_EXTRA))
+	$(PY) -m sphinx -W --keep-going -E -b html -d build/docs-doctrees docs/api build/docs
+	$(PY) -m sphinx -W --keep-going -b doctest -d build/docs-doctrees docs/api build/docs-doctest
 
 # sdist and wheel as a user gets them (isolated build, system Eigen / LEMON forbidden), installed
 # in a fresh venv and smoke-tested there, with the licenses and metadata inside both archives.
