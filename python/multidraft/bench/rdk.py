@@ -212,7 +212,8 @@ LABELS = {"masked": "masked", "tli": "TLI (= FR-pruned drafter)", "rdk": "RDK, c
 def acceptance_table(rows: List[Dict[str, float]]) -> str:
     methods = [m for m in METHODS if m in rows[0]]
     head = ["kept", "pruned", "target OOV mass", *(LABELS[m] for m in methods), "tau (cov / corr)", "n_eff"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    # a "|" inside a cell (the label "n_eff=|T|") must be escaped, else the row has one cell too many
+    lines = ["| " + " | ".join(h.replace("|", "\\|") for h in head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [str(r["kept"]), f"{r['pruned_percent']:.2f}%", f"{r['oov_mass']:.3f}",
                  *(f"{r[m]:.4f}" for m in methods), " / ".join(f"{r[m + '_tau']:g}" for m in OMEGA if m in r) or "-",
