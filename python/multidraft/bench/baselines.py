@@ -7,7 +7,12 @@ instances, and the time is the median over the instances of the median ms of thr
 ``v.verify(p, q, drafts, seed)`` calls (one for calls over 50 ms; plan building included), with
 drafts drawn by the verifier's own scheme ("sps": the first draft only).
 The floor is the median time of one NumPy pass over the same arrays, ``np.minimum(p, q).sum()``,
-measured in the same run; each verify time is also given as a multiple of it. alpha* is the
+measured in the same run; each verify time is also given as a multiple of it.
+
+A generation loop brings new arrays at every token, so each instance is also timed as it would
+be there, first: fresh copies of p and q (new memory), the floor timed once on them, then one
+verify call on them; the "fresh" multiple is the median over instances of that call over that
+floor (:func:`fresh_table`, beside the repeated calls' multiple). alpha* is the
 optimum for n i.i.d. drafts; methods with other draft schemes (without replacement, SpecHub's hub
 pairs, the top-n tokens of "topk") can exceed it, since their draft law differs.
 """
@@ -43,7 +48,7 @@ REPEAT_BELOW_MS = 50.0
 """Calls of v.verify per instance (one when the first took REPEAT_BELOW_MS or more); their median
 is the instance's time (slow methods stop after max_call_ms, see run_baselines)."""
 
-THREADED = ("otlp", "global_resolution")
+THREADED = tuple(VERIFIERS)
 """Verifiers whose batched verify is timed with one thread and with all of them."""
 
 
@@ -60,6 +65,7 @@ class BaselineRow:
     notes: Dict[str, str]
     instances: int = 0
     floor_ms: float = 0.0                    # median ms of np.minimum(p, q).sum() on the same arrays
+    fresh_ratio: Dict[str, Optional[float]] = dataclasses.field(default_factory=dict)  # median fresh call / floor
 
 
 def _applies(name: str, n: int) -> bool:
@@ -75,6 +81,13 @@ def floor_ms(p: np.ndarray, q: np.ndarray, repeats: int = 5) -> float:
     return float(np.median([time_ms(lambda: np.minimum(p, q).sum())[0] for _ in range(repeats)]))
 
 
+def fresh_call_ratio(v, p: np.ndarray, q: np.ndarray, drafts: np.ndarray, seed: int) -> float:
+    """One ``v.verify`` call on fresh copies of p and q over the floor timed once on them just before."""
+    p, q = np.array(p), np.array(q)  # new memory, as a generation loop brings at every token
+    floor = time_ms(lambda: np.minimum(p, q).sum())[0]
+    return time_ms(v.verify, p, q, drafts, seed)[0] / floor
+
+
 def run_baselines(regimes: Sequence[str], grid: Sequence[Tuple[int, int]], V: int, count: int, seed: int,
                   max_call_ms: float = 2000.0) -> List[BaselineRow]:
     """Acceptance and verify time of every verifier on every cell (see the module docstring)."""
@@ -85,19 +98,20 @@ def run_baselines(regimes: Sequence[str], grid: Sequence[Tuple[int, int]], V: in
             stars = np.atleast_1d(md.optimal_acceptance(p_all, q_all, n))
             floor = float(np.median([floor_ms(p, q) for p, q in zip(p_all, q_all)]))
             rng = np.random.default_rng(derive_seed(seed, regime, k, n, 7))
-            acceptance, gap, runs, verify_ms, notes = {}, {}, {}, {}, {}
+            acceptance, gap, runs, verify_ms, notes, fresh = {}, {}, {}, {}, {}, {}
             for name, options in VERIFIERS.items():
-                acceptance[name] = gap[name] = verify_ms[name] = None
+                acceptance[name] = gap[name] = verify_ms[name] = fresh[name] = None
                 runs[name] = 0
                 if not _applies(name, n):
                     notes[name] = "n = 2 only"
                     continue
                 v = md.verifier(name, **options)
-                values, times = [], []
+                values, times, fresh_ratios = [], [], []
                 m = _drafts_of(name, n)
                 try:
                     for p, q in zip(p_all, q_all):
                         drafts = v.draft(q, m, rng)
+                        fresh_ratios.append(fresh_call_ratio(v, p, q, drafts, int(rng.integers(2**63))))
                         # median of a few calls, as for the floor: both read p and q from a warm cache
                         # (calls slower than REPEAT_BELOW_MS are not repeated: caches do not matter there)
                         calls = [time_ms(v.verify, p, q, drafts, int(rng.integers(2**63)))[0]]
@@ -115,8 +129,9 @@ def run_baselines(regimes: Sequence[str], grid: Sequence[Tuple[int, int]], V: in
                     acceptance[name] = float(np.mean(values))
                     gap[name] = float(np.mean(np.array(values) - stars[: len(values)]))
                     verify_ms[name] = float(np.median(times))
+                    fresh[name] = float(np.median(fresh_ratios))
             rows.append(BaselineRow(regime, k, n, float(np.mean(stars)), acceptance, gap, runs, verify_ms, notes,
-                                    len(p_all), floor))
+                                    len(p_all), floor, fresh))
     return rows
 
 
@@ -136,6 +151,20 @@ def baselines_table(rows: Sequence[BaselineRow]) -> str:
                 continue
             partial = f" [{r.runs[name]} of {r.instances}]" if r.runs[name] < r.instances else ""
             cells.append(f"{a:.4f} ({r.gap[name]:+.4f}) / {t:.3g} ms = {t / r.floor_ms:.3g}x{partial}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def fresh_table(rows: Sequence[BaselineRow]) -> str:
+    """Markdown: per cell, each verifier's verify time as a multiple of the floor on fresh arrays (one
+    call, see the module docstring) / on repeated calls over the same arrays."""
+    head = ["regime", "(k, n)"] + list(VERIFIERS)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r.regime, f"({r.k}, {r.n})"]
+        for name in VERIFIERS:
+            fresh, t = r.fresh_ratio.get(name), r.verify_ms.get(name)
+            cells.append("-" if fresh is None else f"{fresh:.3g}x / {t / r.floor_ms:.3g}x")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -163,7 +192,8 @@ class ThreadRow:
 def run_thread_scaling(regimes: Sequence[str], V: int, seed: int, B: int = 64, k: int = 100, n: int = 2,
                        repeats: int = 7) -> List[ThreadRow]:
     """Median ms of one batched ``v.verify`` of B distinct (p, q) rows with one C++ thread and with
-    ``md.get_num_threads()`` (all usable cores), for the verifiers of :data:`THREADED`."""
+    ``md.get_num_threads()`` (all usable cores), for the verifiers of :data:`THREADED` (n drafts each,
+    "sps" one, "spechub" two)."""
     threads = md.get_num_threads()
     rows = []
     try:
@@ -172,13 +202,14 @@ def run_thread_scaling(regimes: Sequence[str], V: int, seed: int, B: int = 64, k
             for name in THREADED:
                 v = md.verifier(name, **VERIFIERS[name])
                 rng = np.random.default_rng(derive_seed(seed, regime, k, n, "threads"))
-                drafts = np.stack([v.draft(row, n, rng) for row in q])
+                m = _drafts_of(name, n) if _applies(name, n) else 2
+                drafts = np.stack([v.draft(row, m, rng) for row in q])
                 medians = []
                 for count in (1, threads):
                     md.set_num_threads(count)
                     v.verify(p, q, drafts, 0)  # warm-up
                     medians.append(float(np.median([time_ms(v.verify, p, q, drafts, r)[0] for r in range(repeats)])))
-                rows.append(ThreadRow(regime, name, k, n, B, threads, *medians))
+                rows.append(ThreadRow(regime, name, k, m, B, threads, *medians))
     finally:
         md.set_num_threads(threads)
     return rows

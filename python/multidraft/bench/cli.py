@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .distributions import DEFAULT_SEED, DEFAULT_VOCAB, REGIMES, register_regime
-from .baselines import baselines_record, baselines_table, run_baselines, run_thread_scaling, thread_table
+from .baselines import (baselines_record, baselines_table, fresh_table, run_baselines, run_thread_scaling,
+                        thread_table)
 from .methods import METHODS
 from .report import all_agree, machine_info, markdown_report, regime_params, write_results
 from .runner import run_grid
@@ -201,6 +202,11 @@ def _print_baselines(baselines, threads) -> None:
           "draft alone. otlp: exact optimum (CS max-flow); global_resolution: tau = 1e-3, exactly lossless, "
           "with the exact fallback (its acceptance: P(output is one of the drafts), residual draws included).\n")
     print(baselines_table(baselines))
+    print("\n## Fresh arrays, one call\n")
+    print("Each verifier's verify time as a multiple of the floor, as a generation loop calls it (fresh copies of "
+          "p and q at every instance, the floor timed once on them, then one verify call; median over the "
+          "instances) / on repeated calls over the same arrays (the table above).\n")
+    print(fresh_table(baselines))
     print("\n## Batched verification on threads\n")
     print("Median ms of one v.verify call on a batch of B distinct rows, with md.set_num_threads(1) and "
           "with all usable cores (md.get_num_threads()).\n")
