@@ -9,7 +9,7 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, _device
 from ._plans import _CorePlan, OTLPPlan, draft_kind
 from .global_resolution import GlobalResolution
 from .schemes import DraftScheme, batched_inputs
@@ -36,8 +36,11 @@ def _unbatch(values: np.ndarray, batched: bool):
 def acceptance_rate(p, q) -> Union[float, np.ndarray]:
     """Single-draft optimal acceptance ``sum_i min(p_i, q_i)``.
 
-    ``p``, ``q``: (V,) or (B, V). Returns a float, or (B,) for a batch.
+    ``p``, ``q``: (V,) or (B, V). Returns a float, or (B,) for a batch (float64 tensors on their
+    device for tensor input).
     """
+    if _device.takes(p, q):
+        return _device.acceptance_rate(p, q)
     p2, q3, _, batched = batched_inputs(p, q, 1, "iid")
     out = _core.acceptance("sps", p2, q3, 1)  # the registry's single-draft acceptance
     return out if batched else float(out[0])
@@ -52,8 +55,11 @@ def optimal_subset(p, q, n: Optional[int] = None, *, scheme: Optional[str] = Non
     ``scheme="without_replacement"``, ``"hub"`` or ``"topk"``: the min cut of the relaxed-OTLP network
     (``"topk"``: one draft tuple, so alpha* = p(top-n)).
     Batched: ``p`` (B, V) with ``q`` (B, V) or (B, n, V). ``H*`` is a bool mask (V,) or (B, V).
-    Raises ValueError when a network would exceed ``MAX_NETWORK_ARCS``.
+    Raises ValueError when a network would exceed ``MAX_NETWORK_ARCS``. Tensor input gives tensors
+    on its device, computed from the draft support only (docs/design/device-path.md).
     """
+    if _device.takes(p, q):
+        return _device.optimal_subset(optimal_subset, p, q, n, draft_kind(p, q, scheme))
     p2, q3, n, batched = batched_inputs(p, q, n, draft_kind(p, q, scheme))
     alpha, in_H = _core.optimal_subset(p2, q3, n, draft_kind(p, q, scheme))
     return (alpha if batched else float(alpha[0])), _unbatch(in_H, batched)
