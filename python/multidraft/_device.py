@@ -51,18 +51,18 @@ def _torch():
 
 
 def call_device(**arguments):
-    """The one device of the call's tensors (``name=value`` pairs, None skipped)."""
+    """The one device of the call's tensors (``name=value`` pairs; arguments that are no tensor skipped)."""
     device, first = None, None
     for name, value in arguments.items():
         if not isinstance(value, _TENSOR_TYPE):
             continue
-        if value.device.type == "meta":
-            raise ValueError(f"'{name}' is a torch tensor on device 'meta', which holds no values")
         if device is None:
             device, first = value.device, name
         elif value.device != device:
             raise ValueError(f"'{name}' is on device '{value.device}' but '{first}' is on '{device}': "
                              "pass the tensors of one call on one device")
+    if device is not None and device.type == "meta":
+        raise ValueError(f"'{first}' is a torch tensor on device 'meta', which holds no values")
     return device
 
 
