@@ -279,12 +279,12 @@ class Compressed:
     def drafts(self, drafts: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
         """Draft ids (G, n) in the compressed ids of these rows; a token outside S becomes the outside
         id k (draft mass 0: the core refuses it as it refuses such a draft on the full vocabulary)."""
-        mapped = np.empty((len(rows), drafts.shape[1]), dtype=np.int64)
-        for g, b in enumerate(rows):
-            ids = self.host_ids[b, :k]
-            at = np.minimum(np.searchsorted(ids, drafts[b]), k - 1)
-            mapped[g] = np.where(ids[at] == drafts[b], at, k)
-        return mapped
+        G, V = len(rows), self.support.shape[-1]
+        offset = np.arange(G)[:, None] * V  # rows side by side: one sorted array of every row's ids
+        kept = (self.host_ids[rows, :k] + offset).ravel()
+        wanted = drafts[rows] + offset
+        at = np.minimum(np.searchsorted(kept, wanted), kept.size - 1)
+        return np.where(kept[at] == wanted, at - np.arange(G)[:, None] * k, k)
 
     def spread(self, laws: np.ndarray):
         """Full laws (B, V) on the device from compressed ones (B, K + 1), outside mass at column

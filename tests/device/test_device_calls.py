@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 def top_k_laws(B: int, V: int, k: int, seed: int = 0):
     """(p (B, V) float32 softmax rows, q (B, V) float32 with k tokens each): a top-k draft."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator(device=torch.get_default_device()).manual_seed(seed)
     logits = torch.randn(B, V, generator=generator) * 2
     p = torch.softmax(logits, -1)
     draft_logits = logits + torch.randn(B, V, generator=generator)
@@ -50,7 +50,7 @@ def test_every_entry_point_returns_tensors_on_the_input_device():
 
 
 def test_the_numpy_path_still_returns_numpy():
-    p, q = (x.double().numpy() for x in top_k_laws(1, 20, 3))
+    p, q = (x.double().cpu().numpy() for x in top_k_laws(1, 20, 3))
     v = md.verifier("sps")
     d = v.draft(q[0], 1, 0)
     assert type(d) is np.ndarray and type(v.transport(p[0], q[0], d)) is np.ndarray
@@ -65,11 +65,11 @@ def test_mixed_input_goes_to_the_tensors_device():
     v = md.verifier("rrs")
     d = torch.stack([v.draft(q[b], 2, b) for b in range(2)])
     reference = v.transport(p, q, d)
-    for args in ((p, q.numpy(), d.numpy()), (p.numpy(), q, d.numpy()), (p.numpy(), q.numpy(), d),
+    for args in ((p, q.cpu().numpy(), d.cpu().numpy()), (p.cpu().numpy(), q, d.cpu().numpy()), (p.cpu().numpy(), q.cpu().numpy(), d),
                  (p.tolist(), q, d.tolist())):
         law = v.transport(*args)
         assert isinstance(law, torch.Tensor) and torch.equal(law, reference)
-    assert torch.equal(md.acceptance_rate(p, q.numpy()), md.acceptance_rate(p, q))
+    assert torch.equal(md.acceptance_rate(p, q.cpu().numpy()), md.acceptance_rate(p, q))
 
 
 # ----------------------------------------------------------------------------- seeds and batches
@@ -111,12 +111,12 @@ def test_tokens_outside_the_draft_support_follow_p():
     q = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0], dtype=torch.float64)
     seeds = np.arange(rows)
     tokens, accepted = md.verifier("sps").verify(p.expand(rows, V), q.expand(rows, V), torch.ones(rows, 1, dtype=torch.int64), seeds)
-    frequencies = np.bincount(tokens.numpy(), minlength=V) / rows
-    sigma = np.sqrt(p.numpy() * (1 - p.numpy()) / rows)
-    assert np.all(np.abs(frequencies - p.numpy()) <= 5 * sigma + 1e-12)
-    assert frequencies[3] == 0.0 and np.array_equal(accepted.numpy(), tokens.numpy() == 1)
-    outside = np.flatnonzero(tokens.numpy() != 1)[:50]
-    cdf = np.cumsum(np.where(q.numpy() > 0, 0.0, p.numpy()))
+    frequencies = np.bincount(tokens.cpu().numpy(), minlength=V) / rows
+    sigma = np.sqrt(p.cpu().numpy() * (1 - p.cpu().numpy()) / rows)
+    assert np.all(np.abs(frequencies - p.cpu().numpy()) <= 5 * sigma + 1e-12)
+    assert frequencies[3] == 0.0 and np.array_equal(accepted.cpu().numpy(), tokens.cpu().numpy() == 1)
+    outside = np.flatnonzero(tokens.cpu().numpy() != 1)[:50]
+    cdf = np.cumsum(np.where(q.cpu().numpy() > 0, 0.0, p.cpu().numpy()))
     for row in outside:
         u = _device.outside_uniform(seeds[row])
         assert tokens[row] == np.searchsorted(cdf, u * cdf[-1], side="right")
@@ -159,6 +159,7 @@ def _uniform(V=4):
     (torch.zeros(0), r"'p' is empty"),
 ])
 def test_refused_targets_give_the_numpy_paths_message(bad, message):
+    bad = bad.to(torch.get_default_device())  # made at collection, on the CPU
     q = _uniform() if bad.dim() < 2 else _uniform().expand(2, 4)
     for call in (lambda: md.verifier("otlp").transport(bad, q, torch.zeros(bad.shape[:-1] + (2,), dtype=torch.int64)),
                  lambda: md.verifier("sps").verify(bad, q, torch.zeros(bad.shape[:-1] + (1,), dtype=torch.int64), 0),
@@ -168,7 +169,7 @@ def test_refused_targets_give_the_numpy_paths_message(bad, message):
             call()
     if bad.dim() == 1 and bad.numel() and bad.dtype != torch.bool:  # the NumPy path says the same
         with pytest.raises(ValueError, match=message.replace("torch\\.", "")):
-            md.acceptance_rate(bad.numpy(), q.numpy())
+            md.acceptance_rate(bad.cpu().numpy(), q.cpu().numpy())
 
 
 def test_refused_drafts_and_devices():
@@ -185,18 +186,18 @@ def test_refused_drafts_and_devices():
     with pytest.raises(ValueError, match="verifier 'sps' takes exactly 1 draft"):
         md.verifier("sps").transport(p, q, torch.tensor([0, 1]))
     meta = torch.full((4,), 0.25, device="meta")
-    with pytest.raises(ValueError, match="'q' is on device 'meta' but 'p' is on 'cpu'"):
+    with pytest.raises(ValueError, match=f"'q' is on device 'meta' but 'p' is on '{p.device}'"):
         otlp.transport(p, meta, torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="'p' is a torch tensor on device 'meta', which holds no values"):
-        md.acceptance_rate(meta, q.numpy())
+        md.acceptance_rate(meta, q.cpu().numpy())
 
 
 def test_tensors_on_two_devices_are_refused():
     """The meta device stands for a second device on a machine without one."""
     p, q = _uniform(), _uniform()
-    with pytest.raises(ValueError, match=r"'drafts' is on device 'meta' but 'p' is on 'cpu': pass the tensors"):
+    with pytest.raises(ValueError, match=rf"'drafts' is on device 'meta' but 'p' is on '{p.device}': pass the tensors"):
         md.verifier("otlp").transport(p, q, torch.zeros(2, device="meta", dtype=torch.int64))
-    with pytest.raises(ValueError, match=r"'q' is on device 'meta' but 'p' is on 'cpu'"):
+    with pytest.raises(ValueError, match=rf"'q' is on device 'meta' but 'p' is on '{p.device}'"):
         md.acceptance_rate(p, q.to("meta"))
 
 
@@ -204,7 +205,7 @@ def test_softmax_on_the_device_path():
     x = torch.randn(3, 40, dtype=torch.float32)
     x[1, 5] = -torch.inf
     probs = md.softmax(x, 0.7)
-    np.testing.assert_allclose(probs.numpy(), md.softmax(x.numpy(), 0.7), rtol=1e-13, atol=0)
+    np.testing.assert_allclose(probs.cpu().numpy(), md.softmax(x.cpu().numpy(), 0.7), rtol=1e-13, atol=0)
     assert probs[1, 5] == 0.0
     for bad, message in ((torch.tensor([0.0, float("nan")]), r"'logits' has nan at index \(1,\)"),
                          (torch.tensor([[0.0, 1.0], [-torch.inf, -torch.inf]]), "'logits' row 1 is all -inf"),

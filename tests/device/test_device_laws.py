@@ -80,7 +80,7 @@ def tensor(x: np.ndarray, dtype):
 
 
 def float64_law(t) -> np.ndarray:
-    values = t.double().numpy()
+    values = t.double().cpu().numpy()
     return values / values.sum(-1, keepdims=True)
 
 
@@ -95,11 +95,11 @@ def test_enumerated_law_is_p_and_equals_the_numpy_path(name, options, n, dtype):
             continue
         tuples, masses = md.draft_scheme(qn, n, v.scheme_kind).enumerate()
         batch = pt.reshape(1, V).expand(len(tuples), V)
-        drafts_batch = torch.from_numpy(tuples)
+        drafts_batch = torch.as_tensor(tuples)
         q_batch = qt.expand(len(tuples), *qt.shape)
         laws = v.transport(batch, q_batch, drafts_batch)
         assert isinstance(laws, torch.Tensor) and laws.dtype == torch.float64 and laws.device == pt.device
-        laws = laws.numpy()
+        laws = laws.cpu().numpy()
         reference = v.transport(np.repeat(pn[None], len(tuples), 0), np.repeat(qn[None], len(tuples), 0), tuples)
         # "lp": HiGHS solves the compressed and the full LP to its tolerances (1e-10), not to one solution
         per_tuple = 1e-9 if options.get("method") == "lp" else 1e-12
@@ -165,7 +165,7 @@ def test_acceptance_rate_equals_the_numpy_path():
         rates = md.acceptance_rate(ps.to(dtype), qs.to(dtype))
         reference = md.acceptance_rate(float64_law(ps.to(dtype)), float64_law(qs.to(dtype)))
         assert rates.dtype == torch.float64 and rates.shape == (len(CASES),)
-        np.testing.assert_allclose(rates.numpy(), reference, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(rates.cpu().numpy(), reference, rtol=0, atol=1e-15)
         assert float(md.acceptance_rate(ps[0].to(dtype), qs[0].to(dtype))) == pytest.approx(reference[0], abs=1e-15)
 
 
@@ -182,7 +182,7 @@ def test_draft_and_its_probability(name, options, n):
         assert torch.equal(drafts, v.draft(qt, n, 5))
         probability = v.draft_probability(qt, drafts)
         assert probability.dim() == 0 and float(probability) > 0
-        assert float(probability) == pytest.approx(v.draft_probability(qs, drafts.numpy()), abs=1e-15), case
+        assert float(probability) == pytest.approx(v.draft_probability(qs, drafts.cpu().numpy()), abs=1e-15), case
         outside = int(np.flatnonzero(np.atleast_2d(qs).sum(0) == 0)[0]) if np.any(np.atleast_2d(qs).sum(0) == 0) else None
         if outside is not None:
             assert float(v.draft_probability(qt, torch.full((n,), outside))) == 0.0
@@ -193,8 +193,8 @@ def test_a_cpu_tensor_takes_the_device_path():
     p, q = torch.tensor(CASES[0][1]), torch.tensor(CASES[0][2])
     md.verifier("sps").verify(p, q, torch.tensor([int(torch.argmax(q))]), 0)
     assert _device.last_host_bytes() > 0
-    md.verifier("sps").verify(p.numpy(), q.numpy(), np.array([int(torch.argmax(q))]), 0)
-    assert _device.takes(p) and not _device.takes(p.numpy(), [0.5, 0.5], None)
+    md.verifier("sps").verify(p.cpu().numpy(), q.cpu().numpy(), np.array([int(torch.argmax(q))]), 0)
+    assert _device.takes(p) and not _device.takes(p.cpu().numpy(), [0.5, 0.5], None)
 
 
 def test_truncated_algorithm_2_keeps_its_free_places():
@@ -206,6 +206,6 @@ def test_truncated_algorithm_2_keeps_its_free_places():
     v = md.verifier("khisti", truncation=3)
     tuples, masses = md.draft_scheme(q, 2).enumerate()
     P, Q = np.repeat(p[None], len(tuples), 0), np.repeat(q[None], len(tuples), 0)
-    laws = v.transport(torch.tensor(P), torch.tensor(Q), torch.from_numpy(tuples)).numpy()
+    laws = v.transport(torch.tensor(P), torch.tensor(Q), torch.as_tensor(tuples)).cpu().numpy()
     np.testing.assert_allclose(laws, v.transport(P, Q, tuples), rtol=0, atol=1e-12)
     np.testing.assert_allclose(masses @ laws, p, rtol=0, atol=1e-12)
