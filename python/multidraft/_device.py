@@ -218,41 +218,46 @@ class Compressed:
     """
 
     def __init__(self, target: Optional[Law], draft: Law, keep=None):
-        torch = _torch()
         self.p = target.values if target is not None else None
-        q = draft.values
-        B, rows, V = q.shape
-        support = (q > 0).any(1)
+        support = (draft.values > 0).any(1)
         if keep is not None and self.p is not None:
             support = support | keep(self.p, support)
         self.support = support
         counts = support.sum(-1)
-        flags = [t.bad.reshape(1) for t in (target, draft) if t is not None]
-        header = to_host(torch.cat(flags + [counts]).to(torch.int64))  # the call's first host read
-        for law, failed in zip([t for t in (target, draft) if t is not None], header[:len(flags)]):
-            if failed:
-                law.refuse()
-        self.count = header[len(flags):]
+        self.count = self._checked_counts([law for law in (target, draft) if law is not None], counts)
         K = int(self.count.max())
         self.ids = self._support_ids(support, K)
-        width = K + 1
+        self._gather(draft.values, counts, K)
+
+    @staticmethod
+    def _checked_counts(laws: List[Law], counts) -> np.ndarray:
+        """The kept tokens per row, read with the laws' refusal flags (the call's first host read)."""
+        torch = _torch()
+        header = to_host(torch.cat([law.bad.reshape(1) for law in laws] + [counts]).to(torch.int64))
+        for law, failed in zip(laws, header):
+            if failed:
+                law.refuse()
+        return header[len(laws):]
+
+    def _gather(self, q, counts, K: int) -> None:
+        """Gather the compressed rows on the device and read them in one O(k) host read."""
+        torch = _torch()
+        B, models, V = q.shape
+        zero = torch.zeros(B, 1, dtype=torch.float64, device=q.device)
         valid = torch.arange(K, device=q.device) < counts.unsqueeze(-1)
         columns = [self.ids.to(torch.float64)]  # ids < 2**53: exact in float64
         if self.p is not None:
             p_kept = torch.where(valid, self.p.gather(1, self.ids), 0.0)
-            outside = row_sums(torch.where(support, 0.0, self.p))  # summed, not 1 - p(S): no cancellation
-            p_c = torch.cat([p_kept, torch.zeros(B, 1, dtype=torch.float64, device=q.device)], 1)
-            self.p_out = outside
-            columns.append(p_c.scatter(1, counts.unsqueeze(-1), outside.unsqueeze(-1)))
-        q_kept = torch.where(valid.unsqueeze(1), q.gather(2, self.ids.unsqueeze(1).expand(B, rows, K)), 0.0)
-        columns.append(torch.cat([q_kept, torch.zeros(B, rows, 1, dtype=torch.float64, device=q.device)], 2)
-                       .reshape(B, -1))
-        packed = to_host(torch.cat(columns, 1))  # the call's one O(k) read
+            self.p_out = row_sums(torch.where(self.support, 0.0, self.p))  # summed, not 1 - p(S): no cancellation
+            columns.append(torch.cat([p_kept, zero], 1).scatter(1, counts.unsqueeze(-1), self.p_out.unsqueeze(-1)))
+        q_kept = torch.where(valid.unsqueeze(1), q.gather(2, self.ids.unsqueeze(1).expand(B, models, K)), 0.0)
+        columns.append(torch.cat([q_kept, zero.unsqueeze(1).expand(B, models, 1)], 2).reshape(B, -1))
+        packed = to_host(torch.cat(columns, 1))
         self.host_ids = packed[:, :K].astype(np.int64)
-        at = K
+        width, at = K + 1, K
         if self.p is not None:
             self.p_c, at = packed[:, at:at + width], at + width
-        self.q_c = packed[:, at:].reshape(B, rows, width)
+        self.q_c = packed[:, at:].reshape(B, models, width)
 
     @staticmethod
     def _support_ids(support, K: int):
