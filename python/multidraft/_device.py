@@ -109,16 +109,16 @@ SUM_BLOCK = 2048
 
 
 def row_sums(x):
-    """Sums over the last axis in a fixed order, blocks of SUM_BLOCK entries then the block sums, so
+    """float64 sums over the last axis in a fixed order, blocks of SUM_BLOCK entries then the block sums, so
     that a row sums to the same float64 number alone and in a batch of any size (torch's own sum
     splits one long row over threads, and not a row of a batch)."""
     torch = _torch()
-    rows = x.reshape(-1, x.shape[-1])
-    V = rows.shape[-1]
-    blocks = -(-V // SUM_BLOCK)
-    if blocks * SUM_BLOCK != V:
-        rows = torch.nn.functional.pad(rows, (0, blocks * SUM_BLOCK - V))  # zeros add nothing
-    return rows.reshape(rows.shape[0], blocks, SUM_BLOCK).sum(-1).sum(-1).reshape(x.shape[:-1])
+    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    B, V = rows.shape
+    blocks = V // SUM_BLOCK
+    whole = rows.as_strided((B, blocks, SUM_BLOCK), (V, SUM_BLOCK, 1)).sum(-1, dtype=torch.float64)  # a view
+    tail = rows[:, blocks * SUM_BLOCK:].sum(-1, keepdim=True, dtype=torch.float64)  # the last, shorter block
+    return torch.cat([whole, tail], 1).sum(-1).reshape(x.shape[:-1])
 
 
 # ----------------------------------------------------------------------------- validation
@@ -135,9 +135,10 @@ def _tensor(x, name: str, device):
 
 
 class Law:
-    """One probability argument on its device: ``values`` normalised in float64, and ``bad``, a
-    0-d bool tensor set when a rule of :func:`_validation.probabilities` fails (read with the
-    call's other small numbers, then :meth:`refuse` explains)."""
+    """One probability argument on its device: ``values``, its entries as passed (no O(V) copy: the
+    gathered entries are converted to float64 and divided by their row's float64 sum, ``scale``, the
+    law :func:`_validation.probabilities` returns), and ``bad``, a 0-d bool tensor set when a rule
+    of that function fails (read with the call's other small numbers, then :meth:`refuse` explains)."""
 
     def __init__(self, x, name: str, device, ndims: Sequence[int]):
         torch = _torch()
@@ -152,11 +153,11 @@ class Law:
             raise ValueError(f"'{name}' is empty (shape {tuple(tensor.shape)})")
         self.name, self.stored, self.raw = name, tensor.dtype, tensor
         self.tolerance = check.sum_tolerance(tensor.dtype, tensor.shape[-1])
-        values = tensor.to(torch.float64)
-        self.sums = row_sums(values)
-        finite = torch.isfinite(values).all()  # a NaN or inf also makes its row's sum fail
-        self.bad = ~finite | (values < 0).any() | ((self.sums - 1.0).abs() > self.tolerance).any()
-        self.values = values / self.sums.unsqueeze(-1)
+        self.sums = row_sums(tensor)
+        # a NaN or an infinite entry makes its row's sum NaN or infinite: two reductions check all
+        self.bad = ~torch.isfinite(self.sums).all() | (tensor.amin() < 0) \
+            | ((self.sums - 1.0).abs() > self.tolerance).any()
+        self.values, self.scale = tensor, self.sums
 
     def refuse(self) -> None:
         """Raise the ValueError of :func:`_validation.probabilities` for this (refused) argument."""
@@ -199,8 +200,8 @@ def laws(p, q, n: Optional[int], kind: str, device):
     V = draft.raw.shape[-1]
     B = draft.raw.shape[0] if batched else 1
     if target is not None:
-        target.values = target.values.reshape(B, V)
-    draft.values = draft.values.reshape(B, -1, V)
+        target.values, target.scale = target.raw.reshape(B, V), target.sums.reshape(B)
+    draft.values, draft.scale = draft.raw.reshape(B, -1, V), draft.sums.reshape(B, -1)
     return target, draft, n, batched
 
 
@@ -210,7 +211,9 @@ class Compressed:
     """A call's rows compressed to their draft support (docs/design/device-path.md, Section 2).
 
     On the device: ``support`` (B, V) bool (the tokens kept one by one), ``ids`` (B, K) int64 (the
-    kept tokens ascending, padded with 0), ``p`` (B, V) the normalised target. On the host:
+    kept tokens ascending, padded with 0), ``p`` (B, V) the target as passed and ``outside`` (B,) its
+    float64 sum outside the kept tokens (the law is ``p / sum(p)``: the ratios that spread the
+    outside mass need no normalisation). On the host:
     ``count`` (B,) kept tokens per row, ``host_ids`` (B, K), ``p_c`` (B, K + 1) (the kept tokens'
     p, then the outside mass at column ``count[b]``; zeros after it), ``q_c`` (B, rows, K + 1).
     Rows are grouped by ``count`` (:meth:`groups`), so a row's compressed problem is the same
@@ -227,7 +230,7 @@ class Compressed:
         self.count = self._checked_counts([law for law in (target, draft) if law is not None], counts)
         K = int(self.count.max())
         self.ids = self._support_ids(support, K)
-        self._gather(draft.values, counts, K)
+        self._gather(target, draft, counts, K)
 
     @staticmethod
     def _checked_counts(laws: List[Law], counts) -> np.ndarray:
@@ -239,18 +242,22 @@ class Compressed:
                 law.refuse()
         return header[len(laws):]
 
-    def _gather(self, q, counts, K: int) -> None:
-        """Gather the compressed rows on the device and read them in one O(k) host read."""
+    def _gather(self, target: Optional[Law], draft: Law, counts, K: int) -> None:
+        """Gather the compressed rows on the device, normalised, and read them in one O(k) host read."""
         torch = _torch()
+        q = draft.values
         B, models, V = q.shape
         zero = torch.zeros(B, 1, dtype=torch.float64, device=q.device)
         valid = torch.arange(K, device=q.device) < counts.unsqueeze(-1)
         columns = [self.ids.to(torch.float64)]  # ids < 2**53: exact in float64
         if self.p is not None:
-            p_kept = torch.where(valid, self.p.gather(1, self.ids), 0.0)
-            self.p_out = row_sums(torch.where(self.support, 0.0, self.p))  # summed, not 1 - p(S): no cancellation
-            columns.append(torch.cat([p_kept, zero], 1).scatter(1, counts.unsqueeze(-1), self.p_out.unsqueeze(-1)))
-        q_kept = torch.where(valid.unsqueeze(1), q.gather(2, self.ids.unsqueeze(1).expand(B, models, K)), 0.0)
+            scale = target.scale.unsqueeze(-1)
+            p_kept = torch.where(valid, self.p.gather(1, self.ids).to(torch.float64) / scale, 0.0)
+            self.outside = row_sums(torch.where(self.support, 0, self.p))  # summed, not 1 - p(S): no cancellation
+            p_out = (self.outside.unsqueeze(-1) / scale)
+            columns.append(torch.cat([p_kept, zero], 1).scatter(1, counts.unsqueeze(-1), p_out))
+        q_kept = q.gather(2, self.ids.unsqueeze(1).expand(B, models, K)).to(torch.float64) / draft.scale.unsqueeze(-1)
+        q_kept = torch.where(valid.unsqueeze(1), q_kept, 0.0)
         columns.append(torch.cat([q_kept, zero.unsqueeze(1).expand(B, models, 1)], 2).reshape(B, -1))
         packed = to_host(torch.cat(columns, 1))
         self.host_ids = packed[:, :K].astype(np.int64)
@@ -259,16 +266,18 @@ class Compressed:
             self.p_c, at = packed[:, at:at + width], at + width
         self.q_c = packed[:, at:].reshape(B, models, width)
 
-    @staticmethod
-    def _support_ids(support, K: int):
-        """(B, K) ids of the kept tokens, ascending (scatter by running count, no sort, no sync)."""
+    def _support_ids(self, support, K: int):
+        """(B, K) ids of the kept tokens, ascending, padded with 0: the row-major nonzeros of
+        ``support``, whose number is known from the counts (no host read)."""
         torch = _torch()
-        B, V = support.shape
-        position = support.cumsum(-1) - 1
-        slot = torch.where(support, position, K)  # dropped tokens all go to the spare column K
-        ids = torch.zeros(B, K + 1, dtype=torch.int64, device=support.device)
-        ids.scatter_(1, slot, torch.arange(V, device=support.device).expand(B, V))
-        return ids[:, :K]
+        B, device = support.shape[0], support.device
+        total = int(self.count.sum())
+        where = torch.nonzero_static(support, size=total)  # (total, 2): (row, token), row-major
+        starts = to_device(np.concatenate([[0], np.cumsum(self.count)[:-1]]), device)
+        rows = where[:, 0]
+        ids = torch.zeros(B, K, dtype=torch.int64, device=device)
+        ids[rows, torch.arange(total, device=device) - starts[rows]] = where[:, 1]
+        return ids
 
     def groups(self) -> List[Tuple[np.ndarray, int]]:
         """(rows, k) for each number k of kept tokens, rows ascending."""
@@ -297,12 +306,13 @@ class Compressed:
         torch = _torch()
         device = self.ids.device
         B, K = self.ids.shape
-        law_c = to_device(laws, device)
-        kept = torch.where(torch.arange(K, device=device) < to_device(self.count, device).unsqueeze(-1),
-                           law_c[:, :K], 0.0)
-        full = torch.zeros_like(self.p).scatter_add_(1, self.ids, kept)  # padding adds 0 to token 0
-        mass = law_c.gather(1, to_device(self.count, device).unsqueeze(-1))
-        share = torch.where(self.p_out.unsqueeze(-1) > 0, mass / self.p_out.unsqueeze(-1), 0.0)  # 0/0 guarded
+        law_c, count = to_device(laws, device), to_device(self.count, device).unsqueeze(-1)
+        kept = torch.where(torch.arange(K, device=device) < count, law_c[:, :K], 0.0)
+        full = torch.zeros(self.p.shape, dtype=torch.float64, device=device)
+        full.scatter_add_(1, self.ids, kept)  # the padding adds 0 to token 0
+        mass = law_c.gather(1, count)
+        outside = self.outside.unsqueeze(-1)
+        share = torch.where(outside > 0, mass / outside, 0.0)  # p(y) / p_out = p[y] / outside; 0/0 guarded
         return torch.where(self.support, full, self.p * share)
 
 
@@ -335,11 +345,11 @@ def draw_outside(compressed: Compressed, rows: np.ndarray, seeds: np.ndarray):
     torch = _torch()
     device = compressed.p.device
     at = to_device(rows.astype(np.int64), device)
-    running = torch.where(compressed.support[at], 0.0, compressed.p[at]).cumsum(-1)
+    running = torch.where(compressed.support[at], 0, compressed.p[at]).cumsum(-1, dtype=torch.float64)
     total = running[:, -1:]
     u = to_device(np.array([outside_uniform(s) for s in seeds], dtype=np.float64), device).unsqueeze(-1)
     token = torch.searchsorted(running, u * total, right=True)
-    last = torch.searchsorted(running, total.contiguous())  # the first index reaching the total: the last positive token
+    last = torch.searchsorted(running, total.contiguous())  # the first to reach the total: the last positive
     return torch.minimum(token, last).squeeze(-1)
 
 
@@ -500,7 +510,8 @@ def acceptance_rate(p, q):
     for law, bad in zip((target, draft), failed):
         if bad:
             law.refuse()
-    out = row_sums(torch.minimum(target.values, draft.values[:, 0]))
+    out = row_sums(torch.minimum(target.values / target.scale.unsqueeze(-1),
+                                 draft.values[:, 0] / draft.scale[:, :1]))
     return out if batched else out[0]
 
 

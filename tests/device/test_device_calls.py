@@ -65,8 +65,8 @@ def test_mixed_input_goes_to_the_tensors_device():
     v = md.verifier("rrs")
     d = torch.stack([v.draft(q[b], 2, b) for b in range(2)])
     reference = v.transport(p, q, d)
-    for args in ((p, q.cpu().numpy(), d.cpu().numpy()), (p.cpu().numpy(), q, d.cpu().numpy()), (p.cpu().numpy(), q.cpu().numpy(), d),
-                 (p.tolist(), q, d.tolist())):
+    host = [x.cpu().numpy() for x in (p, q, d)]
+    for args in ((p, host[1], host[2]), (host[0], q, host[2]), (host[0], host[1], d), (p.tolist(), q, d.tolist())):
         law = v.transport(*args)
         assert isinstance(law, torch.Tensor) and torch.equal(law, reference)
     assert torch.equal(md.acceptance_rate(p, q.cpu().numpy()), md.acceptance_rate(p, q))
@@ -110,7 +110,8 @@ def test_tokens_outside_the_draft_support_follow_p():
     p = torch.tensor([0.3, 0.001, 0.25, 0.0, 0.2, 0.249], dtype=torch.float64)
     q = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0], dtype=torch.float64)
     seeds = np.arange(rows)
-    tokens, accepted = md.verifier("sps").verify(p.expand(rows, V), q.expand(rows, V), torch.ones(rows, 1, dtype=torch.int64), seeds)
+    drafts = torch.ones(rows, 1, dtype=torch.int64)
+    tokens, accepted = md.verifier("sps").verify(p.expand(rows, V), q.expand(rows, V), drafts, seeds)
     frequencies = np.bincount(tokens.cpu().numpy(), minlength=V) / rows
     sigma = np.sqrt(p.cpu().numpy() * (1 - p.cpu().numpy()) / rows)
     assert np.all(np.abs(frequencies - p.cpu().numpy()) <= 5 * sigma + 1e-12)
