@@ -431,7 +431,6 @@ def transport(verifier, p, q, drafts):
 
 def verify(verifier, p, q, drafts, rng):
     """:meth:`Verifier.verify` of tensors: (token int64, accepted bool), 0-d or (B,), on their device."""
-    torch = _torch()
     compressed, d, batched = _inputs(verifier, p, q, drafts)
     independent = verifier.scheme_kind == "independent"
     B = d.shape[0]
@@ -519,7 +518,6 @@ def optimal_subset(solve, p, q, n, kind: str):
     """:func:`multidraft.optimal_subset` of tensors (``solve``: the NumPy one): ``(alpha, H)`` on their
     device. H* lies inside S (a token of draft mass 0 only adds target mass to psi), so the compressed
     minimiser, scattered back, is the full one."""
-    torch = _torch()
     _begin()
     device = call_device(p=p, q=q)
     target, draft, n, batched = laws(p, q, n, kind, device)
