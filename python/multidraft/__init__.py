@@ -2,9 +2,10 @@
 
 Notation: ``p`` is the target distribution, ``q`` the draft distribution ([GR]'s convention).
 See ``multidraft.verifier`` for the verifier interface and ``multidraft.solve_otlp`` for exact
-optimal-transport plans. Probabilities may be NumPy arrays or CPU torch tensors of any float dtype;
-every entry point samples their rows normalised in float64, and ``multidraft.softmax`` turns
-logits into such rows.
+optimal-transport plans. Probabilities may be NumPy arrays or torch tensors of any float dtype on
+any device (the verifiers, the acceptances and ``softmax`` then return tensors on that device:
+docs/design/device-path.md); every entry point samples their rows normalised in float64, and
+``multidraft.softmax`` turns logits into such rows.
 """
 import sys as _sys
 

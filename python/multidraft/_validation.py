@@ -80,16 +80,17 @@ def sum_tolerance(dtype, V: int) -> float:
 def as_array(x, name: str) -> Tuple[np.ndarray, object]:
     """``x`` as a NumPy array sharing its memory where possible, and the dtype it was stored in.
 
-    A CPU torch tensor becomes a view of its memory (detached first if it requires grad);
+    A CPU torch tensor becomes a view of its memory (detached first if it requires grad), a tensor
+    on another device a copy on the host (the verifiers keep tensors on their device instead:
+    multidraft._device);
     bfloat16, which NumPy lacks, is upcast to float32 (exactly). The second value is the dtype
     the caller's values were rounded to (a torch dtype for tensors), which sets the sum tolerance.
     """
     torch = sys.modules.get("torch")  # a tensor exists only if torch was imported: torch stays optional
     if torch is not None and isinstance(x, torch.Tensor):
-        if x.device.type != "cpu":
-            raise ValueError(f"'{name}' is a torch tensor on device '{x.device}': move it to the CPU first "
-                             f"('{name}.cpu()')")
-        tensor = x.detach()
+        if x.device.type == "meta":
+            raise ValueError(f"'{name}' is a torch tensor on device 'meta', which holds no values")
+        tensor = x.detach().cpu()  # a copy from another device: entry points without a device path
         if tensor.dtype == torch.bfloat16:
             tensor = tensor.float()
         try:

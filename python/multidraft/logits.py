@@ -5,13 +5,15 @@ import numbers
 
 import numpy as np
 
+from . import _device
 from . import _validation as check
 
 
 def softmax(logits, temperature: float = 1.0) -> np.ndarray:
     """``softmax(logits / temperature)`` along the last axis, computed in float64.
 
-    ``logits``: (V,) or (B, V), a NumPy array or a CPU torch tensor of any float dtype (bfloat16
+    ``logits``: (V,) or (B, V), a NumPy array or a torch tensor on any device (then the result is a
+    float64 tensor there) of any float dtype (bfloat16
     included) or of integers. A ``-inf`` logit gives probability 0 (e.g. a token masked by top-k).
     ``temperature``: a finite number > 0. Returns a new float64 array of the same shape whose rows
     sum to 1 to float64 rounding, so every entry point accepts it and samples it as it is.
@@ -22,6 +24,8 @@ def softmax(logits, temperature: float = 1.0) -> np.ndarray:
     if isinstance(temperature, (bool, np.bool_)) or not isinstance(temperature, numbers.Real) \
             or not np.isfinite(temperature) or temperature <= 0:
         raise ValueError(f"'temperature' must be a finite number > 0, got {temperature!r}")
+    if _device.takes(logits):
+        return _device.softmax(logits, temperature)  # a float64 tensor on the logits' device
     array, stored = check.as_array(logits, "logits")
     if array.dtype == object or not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
         raise ValueError(f"'logits' must be an array of floats, got dtype {stored}")

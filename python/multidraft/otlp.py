@@ -9,7 +9,7 @@ from typing import Optional, Tuple, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, _device
 from . import _validation as check
 from ._plans import _CorePlan, OTLPPlan, draft_kind
 from .global_resolution import GlobalResolution
@@ -37,8 +37,11 @@ def _unbatch(values: np.ndarray, batched: bool):
 def acceptance_rate(p, q) -> Union[float, np.ndarray]:
     """Single-draft optimal acceptance ``sum_i min(p_i, q_i)``.
 
-    ``p``, ``q``: (V,) or (B, V). Returns a float, or (B,) for a batch.
+    ``p``, ``q``: (V,) or (B, V). Returns a float, or (B,) for a batch (float64 tensors on their
+    device for tensor input).
     """
+    if _device.takes(p, q):
+        return _device.acceptance_rate(p, q)
     tolerances = check.core_tolerances(p, q)
     if tolerances is not None:  # checked and summed in the core: two reads of p and q, no copies
         out = _core.acceptance_rate_checked(p, q, *tolerances)
@@ -58,8 +61,11 @@ def optimal_subset(p, q, n: Optional[int] = None, *, scheme: Optional[str] = Non
     ``scheme="without_replacement"``, ``"hub"`` or ``"topk"``: the min cut of the relaxed-OTLP network
     (``"topk"``: one draft tuple, so alpha* = p(top-n)).
     Batched: ``p`` (B, V) with ``q`` (B, V) or (B, n, V). ``H*`` is a bool mask (V,) or (B, V).
-    Raises ValueError when a network would exceed ``MAX_NETWORK_ARCS``.
+    Raises ValueError when a network would exceed ``MAX_NETWORK_ARCS``. Tensor input gives tensors
+    on its device, computed from the draft support only (docs/design/device-path.md).
     """
+    if _device.takes(p, q):
+        return _device.optimal_subset(optimal_subset, p, q, n, draft_kind(p, q, scheme))
     p2, q3, n, batched = batched_inputs(p, q, n, draft_kind(p, q, scheme))
     alpha, in_H = _core.optimal_subset(p2, q3, n, draft_kind(p, q, scheme))
     return (alpha if batched else float(alpha[0])), _unbatch(in_H, batched)

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Type, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, _device
 from . import _validation as check
 from .global_resolution import GlobalResolution
 from .otlp import EXACT_METHODS, optimal_acceptance, solve_otlp
@@ -76,12 +76,16 @@ class Verifier:
         return p2, q3, n, batched
 
     def draft(self, q, n: Optional[int], rng: check.RngLike = None) -> np.ndarray:
-        """Draw the n drafts (n,) int64 as this method samples them."""
+        """Draw the n drafts (n,) int64 as this method samples them (a tensor on ``q``'s device for a tensor ``q``)."""
+        if _device.takes(q):
+            return _device.draft(self, q, n, rng)
         self._check_n(check.count(n) if n is not None else np.shape(q)[0])
         return DraftScheme(q, n, self.scheme_kind).sample(rng)
 
     def draft_probability(self, q, drafts) -> float:
-        """Probability that :meth:`draft` returns the ordered tuple ``drafts``."""
+        """Probability that :meth:`draft` returns the ordered tuple ``drafts`` (a 0-d tensor for tensors)."""
+        if _device.takes(q, drafts):
+            return _device.draft_probability(self, q, drafts)
         drafts = np.asarray(drafts)
         n = drafts.shape[-1] if drafts.ndim else 1
         self._check_n(n)
@@ -100,7 +104,10 @@ class Verifier:
         return p2, q3, n, d, batched
 
     def transport(self, p, q, drafts) -> np.ndarray:
-        """Exact output law pi(. | drafts): (V,), or (B, V) for a batch."""
+        """Exact output law pi(. | drafts): (V,), or (B, V) for a batch (float64 tensors on their device
+        for tensor input: docs/design/device-path.md)."""
+        if _device.takes(p, q, drafts):
+            return _device.transport(self, p, q, drafts)
         checked = self._checked_drafts(p, q, drafts)
         if checked is not None:
             laws = _core.transport_checked(self.core_method, p, q, checked[0], self._core_options(), *checked[1])
@@ -120,8 +127,11 @@ class Verifier:
         NumPy float32 or float64 ``p`` and ``q`` (any strides) with integer ``drafts`` are checked
         and verified in a single core call, which reads C-contiguous float64 rows in place, each
         entry times 1 / its row's sum as it is read: the law p / sum(p) exactly, the very numbers
-        a normalised copy would hold (other rows are normalised into a buffer of the call).
+        a normalised copy would hold (other rows are normalised into a buffer of the call). Tensor
+        input gives tensors on its device (0-d for one row).
         """
+        if _device.takes(p, q, drafts):
+            return _device.verify(self, p, q, drafts, rng)
         checked = self._checked_drafts(p, q, drafts)
         if checked is not None:
             d, tolerances = checked
@@ -174,8 +184,10 @@ class Verifier:
         """Exact expected acceptance P(output in drafts) of this method: float or (B,).
 
         ``n`` defaults to the method's fixed number of drafts, else 1 (independent drafts: the
-        rows of ``q``).
+        rows of ``q``). Tensor input gives a float64 tensor on its device (0-d for one row).
         """
+        if _device.takes(p, q):
+            return _device.acceptance(self, "acceptance", p, q, n)
         if n is None and self.scheme_kind != "independent":
             n = self.fixed_n or 1
         p2, q3, n, batched = self._rows(p, q, n)
@@ -284,7 +296,9 @@ class KSequential(Verifier):
     core_method = "spectr"
 
     def rho(self, p, q, n):
-        """The K-SEQ parameter rho* in [1, n]: float, or (B,) for a batch."""
+        """The K-SEQ parameter rho* in [1, n]: float, or (B,) for a batch (tensors on their device for tensors)."""
+        if _device.takes(p, q):
+            return _device.acceptance(self, "rho", p, q, n)
         p2, q3, n, batched = self._rows(p, q, n)
         return _unbatch(_core.kseq_rho(p2, q3, n), batched)
 

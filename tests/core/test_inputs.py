@@ -1,5 +1,6 @@
 """Inputs as users have them: torch.softmax outputs in float32, bfloat16 and float16, NumPy arrays and
-CPU torch tensors of any layout; the law used is exactly the normalised input; md.softmax for logits."""
+CPU torch tensors of any layout; the law used is exactly the normalised input; md.softmax for logits.
+Tensor input gives tensors back (tests/device holds the device path's own tests)."""
 import math
 import subprocess
 import sys
@@ -109,8 +110,8 @@ def test_batched_tensors_equal_the_loop_over_rows(V):
     x = logits(V)
     for p in (torch.softmax(x, -1), torch.softmax(x.bfloat16(), -1)):
         q = torch.softmax(x.flip(0), -1)
-        rows = [md.acceptance_rate(p[b], q[b]) for b in range(p.shape[0])]
-        assert md.acceptance_rate(p, q).tolist() == rows
+        rows = [float(md.acceptance_rate(p[b], q[b])) for b in range(p.shape[0])]
+        assert md.acceptance_rate(p, q).tolist() == rows  # tensors on the device path, summed in one order
 
 
 def small_inputs():
@@ -129,7 +130,9 @@ def test_enumerated_law_is_the_normalised_input(name, p, q, method, n):
     """sum_w P(w) transport(w) == p / p.sum() in float64, to 1e-12, by enumerating every draft tuple."""
     v = md.verifier(method)
     tuples, masses = md.draft_scheme(q, n).enumerate()
-    law = sum(mass * v.transport(p, q, w) for w, mass in zip(tuples, masses))
+    laws = [v.transport(p, q, w) for w in tuples]
+    assert all(isinstance(law, torch.Tensor) and law.dtype == torch.float64 for law in laws)
+    law = sum(mass * law.numpy() for law, mass in zip(laws, masses))
     np.testing.assert_allclose(law, normalised(p), rtol=0, atol=1e-12)
     assert np.max(np.abs(law - float64_values(p))) > 1e-8  # the raw input is not what was sampled
 
@@ -141,7 +144,7 @@ REFUSED = {
     "float32-sum-1.01": (np.full(1000, 1.01 / 1000, dtype=np.float32), r"sum to 1 within 5\.97e-05 .*float32.* 1\.01"),
     "float64-sum-1+1e-4": (np.full(100, (1 + 1e-4) / 100), r"sum to 1 within 1e-06 .*float64.* 1\.000099"),
     "bfloat16-sum-1.05": (torch.full((100,), 1.05 / 100).bfloat16(), r"sum to 1 within .*bfloat16"),
-    "meta-tensor": (torch.full((3,), 1 / 3, device="meta"), "device 'meta': move it to the CPU first"),
+    "meta-tensor": (torch.full((3,), 1 / 3, device="meta"), "device 'meta', which holds no values"),
     "complex": (np.full(3, 1 / 3, dtype=np.complex128), "dtype complex128"),
     "torch-complex": (torch.full((3,), 1 / 3, dtype=torch.complex64), "dtype torch.complex64"),
     "object": (np.array([0.5, 0.5], dtype=object), "dtype object"),
@@ -241,6 +244,9 @@ def reference_softmax(x, temperature=1.0):
 def test_softmax_equals_a_float64_reference(make, shape, temperature):
     x = make(torch.randn(shape, generator=torch.Generator().manual_seed(1)) * 5)
     probs = md.softmax(x, temperature)
+    if isinstance(x, torch.Tensor):  # a float64 tensor on the logits' device
+        assert isinstance(probs, torch.Tensor) and probs.dtype == torch.float64 and probs.device == x.device
+        probs = probs.numpy()
     assert probs.dtype == np.float64 and probs.shape == shape
     np.testing.assert_allclose(probs, reference_softmax(x, temperature), rtol=1e-12, atol=0)
     assert np.all(np.abs(probs.sum(axis=-1) - 1) <= 1e-15 * shape[-1])

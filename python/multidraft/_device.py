@@ -1,0 +1,615 @@
+"""The device path: torch tensors in, torch tensors out, on the tensors' own device.
+
+A call whose ``p``, ``q`` or ``drafts`` is a torch tensor comes here (``takes``), whatever the
+device: a CPU tensor takes exactly the path of a CUDA tensor. The O(V) work runs in torch on the
+device, in float64: validation (the rules and messages of :mod:`multidraft._validation`),
+normalisation p / sum(p), the draft support S (tokens with q > 0; for independent drafts the
+union over the draft models), gathers, scatters, and sampling outside S. The host solves a
+*compressed* problem of k + 1 tokens per row: the k tokens of S plus one "outside" token of mass
+p(complement of S) and draft mass 0, on the existing NumPy path. Every verifier's output law
+outside S is proportional to p there, so the compressed law, spread back in proportion to p, is
+the full law (docs/design/device-path.md, Section 2); and the spreading keeps any verifier
+lossless (Section 3). Only O(k) numbers per row cross to the host; :func:`last_host_bytes` counts
+them.
+
+Mixed input (docs/design/device-path.md, Section 5): non-tensor arguments of a call with a
+tensor go to that tensor's device; tensors on two devices are refused.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _validation as check
+
+# ----------------------------------------------------------------------------- which calls
+
+_TENSOR_TYPE = None  # torch.Tensor once torch is imported: torch stays optional
+
+
+def takes(*arguments) -> bool:
+    """Whether a call with these arguments takes the device path: one of them is a torch tensor."""
+    global _TENSOR_TYPE
+    if _TENSOR_TYPE is None:
+        torch = sys.modules.get("torch")  # a tensor exists only if torch was imported
+        if torch is None:
+            return False
+        _TENSOR_TYPE = torch.Tensor
+    for argument in arguments:
+        if isinstance(argument, _TENSOR_TYPE):
+            return True
+    return False
+
+
+#: CPU tensors are computed on the host path, by the core reading NumPy views of their memory (no
+#: copy), and the results come back as CPU tensors: on the CPU the core is the fast path, and the
+#: O(V) work this module does in torch costs tens of times more there. tests/device turn this off to
+#: run CPU tensors through exactly the path of an accelerator's tensors.
+CPU_ON_HOST = True
+
+
+def on_host(*arguments) -> bool:
+    """Whether a call with tensors among ``arguments`` takes the host path: all of them on the CPU."""
+    return CPU_ON_HOST and all(a.device.type == "cpu" for a in arguments if isinstance(a, _TENSOR_TYPE))
+
+
+def host_view(x, name: str):
+    """A CPU tensor as the NumPy path takes it: a view of its memory, or for a bfloat16 law (which
+    NumPy lacks) its checked float64 law (:func:`_validation.probabilities`, with bfloat16's
+    tolerance); anything else unchanged."""
+    if not isinstance(x, _TENSOR_TYPE):
+        return x
+    if x.dtype == _torch().bfloat16:
+        return check.probabilities(x, name, ndims=(1, 2, 3)) if name in ("p", "q") else check.as_array(x, name)[0]
+    try:
+        return x.detach().numpy()
+    except (RuntimeError, TypeError) as error:  # e.g. sparse or quantised tensors
+        raise ValueError(f"'{name}' cannot be read as an array: {error}") from None
+
+
+def host_tensors(result):
+    """The host path's result as CPU tensors: arrays shared, Python numbers as 0-d tensors."""
+    torch = _torch()
+    if isinstance(result, tuple):
+        return tuple(host_tensors(r) for r in result)
+    if isinstance(result, np.ndarray):
+        return torch.from_numpy(result)
+    dtype = torch.bool if isinstance(result, (bool, np.bool_)) else (
+        torch.int64 if isinstance(result, (int, np.integer)) else torch.float64)
+    return torch.tensor(result, dtype=dtype)
+
+
+def _torch():
+    import torch  # only reached with a tensor in hand
+
+    return torch
+
+
+def call_device(**arguments):
+    """The one device of the call's tensors (``name=value`` pairs; arguments that are no tensor skipped)."""
+    device, first = None, None
+    for name, value in arguments.items():
+        if not isinstance(value, _TENSOR_TYPE):
+            continue
+        if device is None:
+            device, first = value.device, name
+        elif value.device != device:
+            raise ValueError(f"'{name}' is on device '{value.device}' but '{first}' is on '{device}': "
+                             "pass the tensors of one call on one device")
+    if device is not None and device.type == "meta":
+        raise ValueError(f"'{first}' is a torch tensor on device 'meta', which holds no values")
+    return device
+
+
+# ----------------------------------------------------------------------------- host traffic
+
+_traffic = threading.local()
+
+
+def last_host_bytes() -> int:
+    """Bytes the calling thread's last device-path call copied from its device to the host."""
+    return getattr(_traffic, "to_host", 0)
+
+
+def last_device_bytes() -> int:
+    """Bytes the calling thread's last device-path call copied from the host to its device."""
+    return getattr(_traffic, "to_device", 0)
+
+
+def _begin() -> None:
+    _traffic.to_host = 0
+    _traffic.to_device = 0
+
+
+def to_host(tensor) -> np.ndarray:
+    """``tensor`` as a NumPy array on the host, counted (every host read of this module goes here)."""
+    tensor = tensor.detach()
+    _traffic.to_host = last_host_bytes() + tensor.numel() * tensor.element_size()
+    return tensor.cpu().numpy()
+
+
+def to_device(array: np.ndarray, device):
+    """A host array as a tensor on ``device``, counted."""
+    array = np.asarray(array)
+    if not array.flags.c_contiguous:
+        array = array.copy()  # (np.ascontiguousarray would make a 0-d array 1-D)
+    _traffic.to_device = last_device_bytes() + array.nbytes
+    return _torch().from_numpy(array).to(device)
+
+
+# ----------------------------------------------------------------------------- row sums
+
+#: Width of the blocks a row is summed in (docs/design/device-path.md, Section 6).
+SUM_BLOCK = 2048
+
+
+def row_sums(x):
+    """float64 sums over the last axis in a fixed order, blocks of SUM_BLOCK entries then the block sums, so
+    that a row sums to the same float64 number alone and in a batch of any size (torch's own sum
+    splits one long row over threads, and not a row of a batch)."""
+    torch = _torch()
+    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    B, V = rows.shape
+    blocks = V // SUM_BLOCK
+    whole = rows.as_strided((B, blocks, SUM_BLOCK), (V, SUM_BLOCK, 1)).sum(-1, dtype=torch.float64)  # a view
+    tail = rows[:, blocks * SUM_BLOCK:].sum(-1, keepdim=True, dtype=torch.float64)  # the last, shorter block
+    return torch.cat([whole, tail], 1).sum(-1).reshape(x.shape[:-1])
+
+
+# ----------------------------------------------------------------------------- validation
+
+def _tensor(x, name: str, device):
+    """``x`` as a tensor on ``device``: a tensor itself, a NumPy array or list copied there."""
+    if isinstance(x, _TENSOR_TYPE):
+        return x.detach()
+    array, _ = check.as_array(x, name)
+    if array.dtype == object or array.dtype.kind not in "iuf":
+        raise ValueError(f"'{name}' must be a float16, float32 or float64 array or a torch tensor of floats, "
+                         f"got dtype {array.dtype}")
+    return to_device(array, device)
+
+
+class Law:
+    """One probability argument on its device: ``values``, its entries as passed (no O(V) copy: the
+    gathered entries are converted to float64 and divided by their row's float64 sum, ``scale``, the
+    law :func:`_validation.probabilities` returns), and ``bad``, a 0-d bool tensor set when a rule
+    of that function fails (read with the call's other small numbers, then :meth:`refuse` explains)."""
+
+    def __init__(self, x, name: str, device, ndims: Sequence[int]):
+        torch = _torch()
+        tensor = _tensor(x, name, device)
+        if tensor.dtype == torch.bool or tensor.is_complex() or tensor.is_quantized:
+            raise ValueError(f"'{name}' must be a float16, float32 or float64 array or a torch tensor of floats, "
+                             f"got dtype {tensor.dtype}")
+        if tensor.dim() not in ndims:
+            expected = " or ".join(f"{d}-D" for d in ndims)
+            raise ValueError(f"'{name}' must be {expected}, got shape {tuple(tensor.shape)}")
+        if tensor.numel() == 0:
+            raise ValueError(f"'{name}' is empty (shape {tuple(tensor.shape)})")
+        self.name, self.stored, self.raw = name, tensor.dtype, tensor
+        self.tolerance = check.sum_tolerance(tensor.dtype, tensor.shape[-1])
+        self.sums = row_sums(tensor)
+        # a NaN or an infinite entry makes its row's sum NaN or infinite: two reductions check all
+        self.bad = ~torch.isfinite(self.sums).all() | (tensor.amin() < 0) \
+            | ((self.sums - 1.0).abs() > self.tolerance).any()
+        self.values, self.scale = tensor, self.sums
+
+    def refuse(self) -> None:
+        """Raise the ValueError of :func:`_validation.probabilities` for this (refused) argument."""
+        torch = _torch()
+        values = self.raw.to(torch.float64)
+        for failed, what in ((~torch.isfinite(values), "is not finite"), (values < 0, "has a negative entry")):
+            where = torch.nonzero(failed)
+            if where.shape[0]:
+                index = tuple(int(i) for i in to_host(where[0]))
+                raise ValueError(f"'{self.name}' {what} at index {index}")
+        off = torch.nonzero(((self.sums - 1.0).abs() > self.tolerance).reshape(self.sums.shape))
+        row = tuple(int(i) for i in to_host(off[0])) if off.shape[0] else ()
+        total = float(to_host(self.sums.reshape(-1)[0] if not row else self.sums[row]))
+        where = "" if self.raw.dim() == 1 else f" in row {row[0] if len(row) == 1 else row}"
+        raise ValueError(f"'{self.name}' must sum to 1 within {self.tolerance:.3g} (the tolerance for {self.stored} "
+                         f"at V = {self.raw.shape[-1]}), but sums to {total!r}{where}")
+
+
+def laws(p, q, n: Optional[int], kind: str, device):
+    """Validated laws of a call, in the layout of :func:`schemes.batched_inputs`:
+    ``(p Law (B, V), q Law (B, rows, V), n, batched)``; ``p`` may be None (draft-only calls)."""
+    target = Law(p, "p", device, (1, 2)) if p is not None else None
+    rank = target.raw.dim() if target is not None else None
+    if kind == "independent":
+        draft = Law(q, "q", device, (rank + 1,) if rank else (2, 3))
+        if n is not None and check.count(n) != draft.raw.shape[-2]:
+            raise ValueError(f"'n' = {n} does not match the {draft.raw.shape[-2]} draft rows of 'q'")
+        n = draft.raw.shape[-2]
+        batched = draft.raw.dim() == 3
+    else:
+        draft = Law(q, "q", device, (rank,) if rank else (1, 2))
+        if n is None:
+            raise ValueError("'n' (the number of drafts) is required unless 'q' holds one row per draft model")
+        n = check.count(n)
+        batched = draft.raw.dim() == 2
+    if target is not None:
+        check.same_vocabulary(target.raw.shape[-1], draft.raw, "q")
+        if batched and draft.raw.shape[0] != target.raw.shape[0]:
+            raise ValueError(f"'q' has batch size {draft.raw.shape[0]}, but 'p' has {target.raw.shape[0]}")
+    V = draft.raw.shape[-1]
+    B = draft.raw.shape[0] if batched else 1
+    if target is not None:
+        target.values, target.scale = target.raw.reshape(B, V), target.sums.reshape(B)
+    draft.values, draft.scale = draft.raw.reshape(B, -1, V), draft.sums.reshape(B, -1)
+    return target, draft, n, batched
+
+
+# ----------------------------------------------------------------------------- compression
+
+class Compressed:
+    """A call's rows compressed to their draft support (docs/design/device-path.md, Section 2).
+
+    On the device: ``support`` (B, V) bool (the tokens kept one by one), ``ids`` (B, K) int64 (the
+    kept tokens ascending, padded with 0), ``p`` (B, V) the target as passed and ``outside`` (B,) its
+    float64 sum outside the kept tokens (the law is ``p / sum(p)``: the ratios that spread the
+    outside mass need no normalisation). On the host:
+    ``count`` (B,) kept tokens per row, ``host_ids`` (B, K), ``p_c`` (B, K + 1) (the kept tokens'
+    p, then the outside mass at column ``count[b]``; zeros after it), ``q_c`` (B, rows, K + 1).
+    Rows are grouped by ``count`` (:meth:`groups`), so a row's compressed problem is the same
+    whether it is verified alone or in a batch.
+    """
+
+    def __init__(self, target: Optional[Law], draft: Law, keep=None):
+        self.p = target.values if target is not None else None
+        support = (draft.values > 0).any(1)
+        if keep is not None and self.p is not None:
+            support = support | keep(self.p, support)
+        self.support = support
+        counts = support.sum(-1)
+        self.count = self._checked_counts([law for law in (target, draft) if law is not None], counts)
+        K = int(self.count.max())
+        self.ids = self._support_ids(support, K)
+        self._gather(target, draft, counts, K)
+
+    @staticmethod
+    def _checked_counts(laws: List[Law], counts) -> np.ndarray:
+        """The kept tokens per row, read with the laws' refusal flags (the call's first host read)."""
+        torch = _torch()
+        header = to_host(torch.cat([law.bad.reshape(1) for law in laws] + [counts]).to(torch.int64))
+        for law, failed in zip(laws, header):
+            if failed:
+                law.refuse()
+        return header[len(laws):]
+
+    def _gather(self, target: Optional[Law], draft: Law, counts, K: int) -> None:
+        """Gather the compressed rows on the device, normalised, and read them in one O(k) host read."""
+        torch = _torch()
+        q = draft.values
+        B, models, V = q.shape
+        zero = torch.zeros(B, 1, dtype=torch.float64, device=q.device)
+        valid = torch.arange(K, device=q.device) < counts.unsqueeze(-1)
+        columns = [self.ids.to(torch.float64)]  # ids < 2**53: exact in float64
+        if self.p is not None:
+            scale = target.scale.unsqueeze(-1)
+            p_kept = torch.where(valid, self.p.gather(1, self.ids).to(torch.float64) / scale, 0.0)
+            self.outside = row_sums(torch.where(self.support, 0, self.p))  # summed, not 1 - p(S): no cancellation
+            p_out = (self.outside.unsqueeze(-1) / scale)
+            columns.append(torch.cat([p_kept, zero], 1).scatter(1, counts.unsqueeze(-1), p_out))
+        q_kept = q.gather(2, self.ids.unsqueeze(1).expand(B, models, K)).to(torch.float64) / draft.scale.unsqueeze(-1)
+        q_kept = torch.where(valid.unsqueeze(1), q_kept, 0.0)
+        columns.append(torch.cat([q_kept, zero.unsqueeze(1).expand(B, models, 1)], 2).reshape(B, -1))
+        packed = to_host(torch.cat(columns, 1))
+        self.host_ids = packed[:, :K].astype(np.int64)
+        width, at = K + 1, K
+        if self.p is not None:
+            self.p_c, at = packed[:, at:at + width], at + width
+        self.q_c = packed[:, at:].reshape(B, models, width)
+
+    def _support_ids(self, support, K: int):
+        """(B, K) ids of the kept tokens, ascending, padded with 0: the row-major nonzeros of
+        ``support``, whose number is known from the counts (no host read)."""
+        torch = _torch()
+        B, device = support.shape[0], support.device
+        total = int(self.count.sum())
+        where = torch.nonzero_static(support, size=total)  # (total, 2): (row, token), row-major
+        starts = to_device(np.concatenate([[0], np.cumsum(self.count)[:-1]]), device)
+        rows = where[:, 0]
+        ids = torch.zeros(B, K, dtype=torch.int64, device=device)
+        ids[rows, torch.arange(total, device=device) - starts[rows]] = where[:, 1]
+        return ids
+
+    def groups(self) -> List[Tuple[np.ndarray, int]]:
+        """(rows, k) for each number k of kept tokens, rows ascending."""
+        values, inverse = np.unique(self.count, return_inverse=True)
+        return [(np.flatnonzero(inverse == g), int(k)) for g, k in enumerate(values)]
+
+    def problem(self, rows: np.ndarray, k: int, independent: bool):
+        """The host's compressed ``(p (G, k + 1), q (G, k + 1) or (G, n, k + 1))`` of these rows."""
+        p = self.p_c[rows, :k + 1] if self.p is not None else None
+        q = self.q_c[rows, :, :k + 1]
+        return p, (q if independent else q[:, 0])
+
+    def drafts(self, drafts: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+        """Draft ids (G, n) in the compressed ids of these rows; a token outside S becomes the outside
+        id k (draft mass 0: the core refuses it as it refuses such a draft on the full vocabulary)."""
+        G, V = len(rows), self.support.shape[-1]
+        offset = np.arange(G)[:, None] * V  # rows side by side: one sorted array of every row's ids
+        kept = (self.host_ids[rows, :k] + offset).ravel()
+        wanted = drafts[rows] + offset
+        at = np.minimum(np.searchsorted(kept, wanted), kept.size - 1)
+        return np.where(kept[at] == wanted, at - np.arange(G)[:, None] * k, k)
+
+    def spread(self, laws: np.ndarray):
+        """Full laws (B, V) on the device from compressed ones (B, K + 1), outside mass at column
+        ``count[b]``: the kept tokens scattered, the outside mass spread in proportion to p."""
+        torch = _torch()
+        device = self.ids.device
+        B, K = self.ids.shape
+        law_c, count = to_device(laws, device), to_device(self.count, device).unsqueeze(-1)
+        kept = torch.where(torch.arange(K, device=device) < count, law_c[:, :K], 0.0)
+        full = torch.zeros(self.p.shape, dtype=torch.float64, device=device)
+        full.scatter_add_(1, self.ids, kept)  # the padding adds 0 to token 0
+        mass = law_c.gather(1, count)
+        outside = self.outside.unsqueeze(-1)
+        share = torch.where(outside > 0, mass / outside, 0.0)  # p(y) / p_out = p[y] / outside; 0/0 guarded
+        return torch.where(self.support, full, self.p * share)
+
+
+def host_tokens(drafts, V: int, n: Optional[int], ndims) -> np.ndarray:
+    """Draft ids on the host (O(n) per row), checked as :func:`_validation.tokens` checks them."""
+    if isinstance(drafts, _TENSOR_TYPE):
+        drafts = to_host(drafts)
+    return check.tokens(drafts, V, n, ndims=ndims)
+
+
+# ----------------------------------------------------------------------------- sampling outside S
+
+#: The spawn key of the stream that samples a token outside the draft support from a row's seed
+#: ("outs" in ASCII): a stream of its own, independent of the core's generator for that seed.
+OUTSIDE_STREAM = 0x6F757473
+
+
+def outside_uniform(seed: int) -> float:
+    """The uniform in [0, 1) that picks a row's token outside the draft support: the first double
+    of NumPy's PCG64 seeded by ``SeedSequence(seed, spawn_key=(OUTSIDE_STREAM,))``. A function of the
+    row's seed only, so the same seed gives the same token and a batch equals the loop over its rows."""
+    stream = np.random.SeedSequence(int(seed), spawn_key=(OUTSIDE_STREAM,))
+    return float(np.random.Generator(np.random.PCG64(stream)).random())
+
+
+def draw_outside(compressed: Compressed, rows: np.ndarray, seeds: np.ndarray):
+    """(len(rows),) tokens drawn from p restricted to the complement of S, on the device, by inverse
+    CDF: the first token whose float64 running sum exceeds u times the total (never a token of
+    mass 0: its running sum equals its predecessor's; u close to 1 is held to the last positive token)."""
+    torch = _torch()
+    device = compressed.p.device
+    at = to_device(rows.astype(np.int64), device)
+    running = torch.where(compressed.support[at], 0, compressed.p[at]).cumsum(-1, dtype=torch.float64)
+    total = running[:, -1:]
+    u = to_device(np.array([outside_uniform(s) for s in seeds], dtype=np.float64), device).unsqueeze(-1)
+    token = torch.searchsorted(running, u * total, right=True)
+    last = torch.searchsorted(running, total.contiguous())  # the first to reach the total: the last positive
+    return torch.minimum(token, last).squeeze(-1)
+
+
+# ----------------------------------------------------------------------------- a truncated [CD] Algorithm 2
+
+def kept_outside(verifier):
+    """The tokens outside S a verifier's compressed problem keeps one by one (None: none).
+
+    ``"khisti"`` with ``truncation=s`` ranks every token by p - q^2 and gives the s best free
+    weights ([CD] Algorithm 2): tokens outside S can take those places. Keeping the s most probable
+    of them (ties by lowest id, as the core's stable sort) keeps every place that matters
+    (docs/design/device-path.md, Section 4)."""
+    s = getattr(verifier, "truncation", -1)
+    if verifier.name != "khisti" or s <= 0:
+        return None
+
+    def keep(p, support):
+        torch = _torch()
+        outside = torch.where(support, -1.0, p)  # p >= 0: kept tokens rank below every outside one
+        s_th = outside.topk(min(s, p.shape[-1]), -1).values[:, -1:]
+        above = outside > s_th
+        tied = (outside == s_th) & ((outside == s_th).cumsum(-1) <= s - above.sum(-1, keepdim=True))
+        return (above | tied) & ~support
+
+    return keep
+
+
+def truncation_for(verifier, p_c: np.ndarray, q_c: np.ndarray, k: int) -> int:
+    """The truncation of a row's compressed [CD] Algorithm 2: s, or s + 1 when the outside token
+    (ranked last on ties, having the largest id) would take one of the s places, which then holds
+    the s best kept tokens and the outside token, whose draft mass 0 gives it no pair."""
+    s = verifier.truncation
+    keys = p_c[:k + 1] - q_c[:k + 1] ** 2
+    return s + 1 if np.count_nonzero(keys[:k] >= keys[k]) < s else s
+
+
+# ----------------------------------------------------------------------------- the verifiers' calls
+
+def _groups(verifier, compressed: Compressed, independent: bool):
+    """(rows, k, the verifier solving them, p_c, q_c) per group of rows with one compressed shape."""
+    from .verifiers import verifier as build  # the registry, for a compressed Algorithm 2
+
+    for rows, k in compressed.groups():
+        p_c, q_c = compressed.problem(rows, k, independent)
+        if kept_outside(verifier) is None or p_c is None:
+            yield rows, k, verifier, p_c, q_c
+            continue
+        truncations = np.array([truncation_for(verifier, p_c[g], q_c[g], k) for g in range(len(rows))])
+        for s in np.unique(truncations):
+            part = truncations == s
+            yield rows[part], k, build("khisti", truncation=int(s)), p_c[part], q_c[part]
+
+
+def _inputs(verifier, p, q, drafts):
+    """The validated, compressed rows of a transport or verify call, and the drafts in compressed ids."""
+    _begin()
+    device = call_device(p=p, q=q, drafts=drafts)
+    shape = tuple(drafts.shape) if isinstance(drafts, _TENSOR_TYPE) else np.shape(drafts)
+    n = check.count(shape[-1] if shape else 1)
+    target, draft, n, batched = laws(p, q, n, verifier.scheme_kind, device)
+    verifier._check_n(n)
+    compressed = Compressed(target, draft, kept_outside(verifier))
+    d = host_tokens(drafts, draft.values.shape[-1], n, (2,) if batched else (1,)).reshape(-1, n)
+    if d.shape[0] != draft.values.shape[0]:
+        raise ValueError(f"'drafts' has batch size {d.shape[0]}, but 'p' has {draft.values.shape[0]}")
+    return compressed, d, batched
+
+
+def transport(verifier, p, q, drafts):
+    """:meth:`Verifier.transport` of tensors: (V,) or (B, V) float64 on their device."""
+    if on_host(p, q, drafts):
+        return host_tensors(verifier.transport(host_view(p, "p"), host_view(q, "q"), host_view(drafts, "drafts")))
+    compressed, d, batched = _inputs(verifier, p, q, drafts)
+    independent = verifier.scheme_kind == "independent"
+    laws_c = np.zeros((d.shape[0], compressed.ids.shape[1] + 1))
+    for rows, k, solver, p_c, q_c in _groups(verifier, compressed, independent):
+        laws_c[rows, :k + 1] = solver.transport(p_c, q_c, compressed.drafts(d, rows, k))
+    laws_full = compressed.spread(laws_c)
+    return laws_full if batched else laws_full[0]
+
+
+def verify(verifier, p, q, drafts, rng):
+    """:meth:`Verifier.verify` of tensors: (token int64, accepted bool), 0-d or (B,), on their device."""
+    if on_host(p, q, drafts):
+        return host_tensors(verifier.verify(host_view(p, "p"), host_view(q, "q"), host_view(drafts, "drafts"), rng))
+    compressed, d, batched = _inputs(verifier, p, q, drafts)
+    independent = verifier.scheme_kind == "independent"
+    B = d.shape[0]
+    seeds = check.row_seeds(rng, B)
+    tokens, accepted, outside = np.zeros(B, np.int64), np.zeros(B, bool), np.zeros(B, bool)
+    for rows, k, solver, p_c, q_c in _groups(verifier, compressed, independent):
+        token, hit = solver.verify(p_c, q_c, compressed.drafts(d, rows, k), seeds[rows])
+        outside[rows] = token == k
+        tokens[rows] = compressed.host_ids[rows, np.minimum(token, k - 1)]
+        accepted[rows] = hit
+    device = compressed.ids.device
+    token = to_device(tokens, device)
+    if outside.any():
+        rows = np.flatnonzero(outside)
+        token[to_device(rows, device)] = draw_outside(compressed, rows, seeds[rows])
+    hit = to_device(accepted, device)
+    return (token, hit) if batched else (token[0], hit[0])
+
+
+def acceptance(verifier, method: str, p, q, n):
+    """``verifier.<method>(p, q, n)`` (``"acceptance"`` or ``"rho"``) of tensors: 0-d or (B,) float64."""
+    if on_host(p, q):
+        return host_tensors(getattr(verifier, method)(host_view(p, "p"), host_view(q, "q"), n))
+    _begin()
+    device = call_device(p=p, q=q)
+    if n is None and method == "acceptance" and verifier.scheme_kind != "independent":
+        n = verifier.fixed_n or 1  # the default of Verifier.acceptance
+    if n is not None:
+        verifier._check_n(check.count(n))
+    target, draft, n, batched = laws(p, q, verifier.fixed_n or n, verifier.scheme_kind, device)
+    compressed = Compressed(target, draft, kept_outside(verifier))
+    values = np.zeros(draft.values.shape[0])
+    for rows, k, solver, p_c, q_c in _groups(verifier, compressed, verifier.scheme_kind == "independent"):
+        values[rows] = getattr(solver, method)(p_c, q_c, n)
+    out = to_device(values, device)
+    return out if batched else out[0]
+
+
+def _draft_law(verifier, q, device):
+    """The compressed draft law of :meth:`Verifier.draft` and ``draft_probability``: one row."""
+    independent = verifier.scheme_kind == "independent"
+    draft = Law(q, "q", device, (2,) if independent else (1,))
+    draft.values = draft.values.reshape(1, -1, draft.raw.shape[-1])
+    compressed = Compressed(None, draft)
+    k = int(compressed.count[0])
+    _, q_c = compressed.problem(np.array([0]), k, independent)
+    return compressed, k, q_c[0]
+
+
+def draft(verifier, q, n, rng):
+    """:meth:`Verifier.draft` of a tensor ``q``: (n,) int64 on its device."""
+    if on_host(q):
+        return host_tensors(verifier.draft(host_view(q, "q"), n, rng))
+    _begin()
+    device = call_device(q=q)
+    compressed, k, q_c = _draft_law(verifier, q, device)
+    ids = verifier.draft(q_c, n, rng)  # the outside token has draft mass 0: never drawn
+    return to_device(compressed.host_ids[0, ids], device)
+
+
+def draft_probability(verifier, q, drafts):
+    """:meth:`Verifier.draft_probability` of tensors: a 0-d float64 tensor on their device."""
+    if on_host(q, drafts):
+        return host_tensors(verifier.draft_probability(host_view(q, "q"), host_view(drafts, "drafts")))
+    _begin()
+    device = call_device(q=q, drafts=drafts)
+    compressed, k, q_c = _draft_law(verifier, q, device)
+    d = host_tokens(drafts, compressed.support.shape[-1], None, (1,))
+    value = verifier.draft_probability(q_c, compressed.drafts(d.reshape(1, -1), np.array([0]), k)[0])
+    return to_device(np.array(value, dtype=np.float64), device)
+
+
+# ----------------------------------------------------------------------------- acceptance and softmax
+
+def acceptance_rate(p, q):
+    """:func:`multidraft.acceptance_rate` of tensors, on their device: sum_i min(p_i, q_i)."""
+    if on_host(p, q):
+        from .otlp import acceptance_rate as on_numpy
+        return host_tensors(on_numpy(host_view(p, "p"), host_view(q, "q")))
+    torch = _torch()
+    _begin()
+    device = call_device(p=p, q=q)
+    target, draft, _, batched = laws(p, q, 1, "iid", device)
+    failed = to_host(torch.stack([target.bad, draft.bad]))
+    for law, bad in zip((target, draft), failed):
+        if bad:
+            law.refuse()
+    out = row_sums(torch.minimum(target.values / target.scale.unsqueeze(-1),
+                                 draft.values[:, 0] / draft.scale[:, :1]))
+    return out if batched else out[0]
+
+
+def optimal_subset(solve, p, q, n, kind: str):
+    """:func:`multidraft.optimal_subset` of tensors (``solve``: the NumPy one): ``(alpha, H)`` on their
+    device. H* lies inside S (a token of draft mass 0 only adds target mass to psi), so the compressed
+    minimiser, scattered back, is the full one."""
+    if on_host(p, q):
+        return host_tensors(solve(host_view(p, "p"), host_view(q, "q"), n, scheme=kind))
+    _begin()
+    device = call_device(p=p, q=q)
+    target, draft, n, batched = laws(p, q, n, kind, device)
+    compressed = Compressed(target, draft)
+    B, K = compressed.ids.shape
+    alpha, in_H = np.zeros(B), np.zeros((B, K + 1))
+    for rows, k in compressed.groups():
+        p_c, q_c = compressed.problem(rows, k, kind == "independent")
+        alpha[rows], subset = solve(p_c, q_c, n, scheme=kind)
+        in_H[rows, :k + 1] = subset
+    H = compressed.spread(in_H) > 0  # the outside column is never in H*: spread gives it 0 there
+    values = to_device(alpha, device)
+    return (values, H) if batched else (values[0], H[0])
+
+
+def softmax(logits, temperature: float):
+    """:func:`multidraft.softmax` of a tensor: float64 on its device, the same rules and messages."""
+    if on_host(logits):
+        from .logits import softmax as on_numpy
+        return host_tensors(on_numpy(check.as_array(logits, "logits")[0], temperature))  # bfloat16: exact in float32
+    torch = _torch()
+    _begin()
+    call_device(logits=logits)
+    x = logits.detach()
+    if x.dtype == torch.bool or x.is_complex():
+        raise ValueError(f"'logits' must be an array of floats, got dtype {x.dtype}")
+    if x.dim() not in (1, 2) or x.shape[-1] == 0:
+        raise ValueError(f"'logits' must be (V,) or (B, V) with V >= 1, got shape {tuple(x.shape)}")
+    x = x.to(torch.float64)
+    refused = torch.isnan(x) | (x == torch.inf)
+    top = x.amax(-1, keepdim=True)
+    empty = top == -torch.inf
+    flags = to_host(torch.stack([refused.any(), empty.any()]))
+    if flags[0]:
+        where = to_host(torch.nonzero(refused)[0])
+        index = tuple(int(i) for i in where)
+        raise ValueError(f"'logits' has {float(to_host(x[index]))} at index {index}: logits must be finite or -inf")
+    if flags[1]:
+        row = int(to_host(torch.nonzero(empty.reshape(-1))[0])[0])
+        raise ValueError(f"'logits' row {row} is all -inf: no token has a positive probability")
+    probs = ((x - top) / float(temperature)).exp()  # every exponent <= 0, the sum >= 1
+    return probs / row_sums(probs).unsqueeze(-1)

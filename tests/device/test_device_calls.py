@@ -1,0 +1,239 @@
+"""The device path's contract on CPU tensors (the path a CUDA tensor takes): what comes back and where,
+seeds and batches, sampling outside the draft support, mixed input, errors, and the host traffic."""
+import threading
+
+import numpy as np
+import pytest
+
+import multidraft as md
+from multidraft import _device
+
+torch = pytest.importorskip("torch")
+
+
+def top_k_laws(B: int, V: int, k: int, seed: int = 0):
+    """(p (B, V) float32 softmax rows, q (B, V) float32 with k tokens each): a top-k draft."""
+    generator = torch.Generator(device=torch.get_default_device()).manual_seed(seed)
+    logits = torch.randn(B, V, generator=generator) * 2
+    p = torch.softmax(logits, -1)
+    draft_logits = logits + torch.randn(B, V, generator=generator)
+    top = draft_logits.topk(k, -1)
+    masked = torch.full_like(draft_logits, -torch.inf).scatter(1, top.indices, top.values)
+    return p, torch.softmax(masked, -1)
+
+
+# ----------------------------------------------------------------------------- what comes back
+
+def test_every_entry_point_returns_tensors_on_the_input_device():
+    p, q = top_k_laws(3, 50, 4)
+    v = md.verifier("otlp")
+    drafts = torch.stack([v.draft(q[b], 2, b) for b in range(3)])
+    checks = {
+        "draft": (drafts, torch.int64, (3, 2)),
+        "transport": (v.transport(p, q, drafts), torch.float64, (3, 50)),
+        "verify-token": (v.verify(p, q, drafts, [1, 2, 3])[0], torch.int64, (3,)),
+        "verify-accepted": (v.verify(p, q, drafts, [1, 2, 3])[1], torch.bool, (3,)),
+        "acceptance": (v.acceptance(p, q, 2), torch.float64, (3,)),
+        "one-row-transport": (v.transport(p[0], q[0], drafts[0]), torch.float64, (50,)),
+        "one-row-verify": (v.verify(p[0], q[0], drafts[0], 1)[0], torch.int64, ()),
+        "one-row-acceptance": (v.acceptance(p[0], q[0], 2), torch.float64, ()),
+        "draft_probability": (v.draft_probability(q[0], drafts[0]), torch.float64, ()),
+        "rho": (md.verifier("spectr").rho(p, q, 2), torch.float64, (3,)),
+        "acceptance_rate": (md.acceptance_rate(p, q), torch.float64, (3,)),
+        "optimal_acceptance": (md.optimal_acceptance(p[0], q[0], 2), torch.float64, ()),
+        "optimal_subset-H": (md.optimal_subset(p, q, 2)[1], torch.bool, (3, 50)),
+        "softmax": (md.softmax(torch.randn(3, 50)), torch.float64, (3, 50)),
+    }
+    for name, (value, dtype, shape) in checks.items():
+        assert isinstance(value, torch.Tensor) and value.device == p.device, name
+        assert value.dtype == dtype and tuple(value.shape) == shape, name
+
+
+def test_the_numpy_path_still_returns_numpy():
+    p, q = (x.double().cpu().numpy() for x in top_k_laws(1, 20, 3))
+    v = md.verifier("sps")
+    d = v.draft(q[0], 1, 0)
+    assert type(d) is np.ndarray and type(v.transport(p[0], q[0], d)) is np.ndarray
+    token, accepted = v.verify(p[0], q[0], d, 0)
+    assert type(token) is int and type(accepted) is bool
+    assert type(md.softmax(np.zeros(3))) is np.ndarray and type(md.acceptance_rate(p[0], q[0])) is float
+
+
+def test_mixed_input_goes_to_the_tensors_device():
+    """A call with one tensor argument takes the device path: the others join the tensor's device."""
+    p, q = top_k_laws(2, 30, 3)
+    v = md.verifier("rrs")
+    d = torch.stack([v.draft(q[b], 2, b) for b in range(2)])
+    reference = v.transport(p, q, d)
+    host = [x.cpu().numpy() for x in (p, q, d)]
+    for args in ((p, host[1], host[2]), (host[0], q, host[2]), (host[0], host[1], d), (p.tolist(), q, d.tolist())):
+        law = v.transport(*args)
+        assert isinstance(law, torch.Tensor) and torch.equal(law, reference)
+    assert torch.equal(md.acceptance_rate(p, q.cpu().numpy()), md.acceptance_rate(p, q))
+
+
+# ----------------------------------------------------------------------------- seeds and batches
+
+@pytest.mark.parametrize("name", md.verifier_names())
+def test_batch_equals_the_loop_with_per_row_seeds(name):
+    """Rows of different draft supports and vocabulary 5000 (sums over several blocks)."""
+    v = md.verifier(name)
+    n = v.fixed_n or 3
+    p, q = top_k_laws(6, 5000, 4)
+    q[3] = top_k_laws(1, 5000, 12, seed=1)[1][0]  # a wider draft support among them
+    drafts = torch.stack([v.draft(q[b], n, 10 + b) for b in range(6)])
+    seeds = np.arange(6) * 7 + 1
+    tokens, accepted = v.verify(p, q, drafts, seeds)
+    laws = v.transport(p, q, drafts)
+    for b in range(6):
+        assert torch.equal(v.transport(p[b], q[b], drafts[b]), laws[b])
+        token, hit = v.verify(p[b], q[b], drafts[b], int(seeds[b]))
+        assert (int(token), bool(hit)) == (int(tokens[b]), bool(accepted[b]))
+    again = v.verify(p, q, drafts, seeds)
+    assert torch.equal(again[0], tokens) and torch.equal(again[1], accepted)
+    generator_tokens = v.verify(p, q, drafts, np.random.default_rng(4))[0]
+    assert torch.equal(generator_tokens, v.verify(p, q, drafts, np.random.default_rng(4))[0])
+
+
+def test_row_sums_do_not_depend_on_the_batch():
+    x = torch.rand(5, 300_001, dtype=torch.float64)
+    sums = _device.row_sums(x)
+    assert all(bool(_device.row_sums(x[b]) == sums[b]) for b in range(5))
+    assert torch.allclose(sums, x.sum(-1), rtol=1e-13, atol=0)
+
+
+def test_tokens_outside_the_draft_support_follow_p():
+    """sps with a one-token draft of tiny p: nearly every output is drawn outside S on the device.
+    Frequencies over 40000 seeds match p within 5 standard deviations, and each token is the
+    inverse CDF of the row's documented uniform."""
+    V, rows = 6, 40_000
+    p = torch.tensor([0.3, 0.001, 0.25, 0.0, 0.2, 0.249], dtype=torch.float64)
+    q = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+    seeds = np.arange(rows)
+    drafts = torch.ones(rows, 1, dtype=torch.int64)
+    tokens, accepted = md.verifier("sps").verify(p.expand(rows, V), q.expand(rows, V), drafts, seeds)
+    frequencies = np.bincount(tokens.cpu().numpy(), minlength=V) / rows
+    sigma = np.sqrt(p.cpu().numpy() * (1 - p.cpu().numpy()) / rows)
+    assert np.all(np.abs(frequencies - p.cpu().numpy()) <= 5 * sigma + 1e-12)
+    assert frequencies[3] == 0.0 and np.array_equal(accepted.cpu().numpy(), tokens.cpu().numpy() == 1)
+    outside = np.flatnonzero(tokens.cpu().numpy() != 1)[:50]
+    cdf = np.cumsum(np.where(q.cpu().numpy() > 0, 0.0, p.cpu().numpy()))
+    for row in outside:
+        u = _device.outside_uniform(seeds[row])
+        assert tokens[row] == np.searchsorted(cdf, u * cdf[-1], side="right")
+
+
+def test_draws_are_the_same_whatever_thread():
+    p, q = top_k_laws(8, 2000, 3)
+    v = md.verifier("otlp")
+    drafts = torch.stack([v.draft(q[b], 2, b) for b in range(8)])
+    expected = v.verify(p, q, drafts, np.arange(8))[0]
+    results, bytes_seen = [], []
+
+    def work():
+        results.append(v.verify(p, q, drafts, np.arange(8))[0])
+        bytes_seen.append(_device.last_host_bytes())
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(torch.equal(r, expected) for r in results)
+    assert len(set(bytes_seen)) == 1  # the counter is per thread
+
+
+# ----------------------------------------------------------------------------- errors
+
+def _uniform(V=4):
+    return torch.full((V,), 1 / V)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (torch.tensor([0.5, float("nan"), 0.25, 0.25]), r"'p' is not finite at index \(1,\)"),
+    (torch.tensor([0.75, -0.25, 0.25, 0.25]), r"'p' has a negative entry at index \(1,\)"),
+    (torch.tensor([0.5, 0.5, 0.5, 0.5]), r"'p' must sum to 1 within 1e-06 \(the tolerance for torch\.float32 "
+                                         r"at V = 4\), but sums to 2\.0"),
+    (torch.tensor([[0.25] * 4, [0.5] * 4]), r"'p' must sum to 1 .* but sums to 2\.0 in row 1"),
+    (torch.tensor([True, False, False, False]), r"'p' must be a float16, float32 or float64 .* dtype torch\.bool"),
+    (torch.zeros(2, 2, 4), "'p' must be 1-D or 2-D"),
+    (torch.zeros(0), r"'p' is empty"),
+])
+def test_refused_targets_give_the_numpy_paths_message(bad, message):
+    bad = bad.to(torch.get_default_device())  # made at collection, on the CPU
+    q = _uniform() if bad.dim() < 2 else _uniform().expand(2, 4)
+    for call in (lambda: md.verifier("otlp").transport(bad, q, torch.zeros(bad.shape[:-1] + (2,), dtype=torch.int64)),
+                 lambda: md.verifier("sps").verify(bad, q, torch.zeros(bad.shape[:-1] + (1,), dtype=torch.int64), 0),
+                 lambda: md.acceptance_rate(bad, q),
+                 lambda: md.optimal_acceptance(bad, q, 2)):
+        with pytest.raises(ValueError, match=message):
+            call()
+    if bad.dim() == 1 and bad.numel() and bad.dtype != torch.bool:  # the NumPy path says the same
+        with pytest.raises(ValueError, match=message.replace("torch\\.", "")):
+            md.acceptance_rate(bad.cpu().numpy(), q.cpu().numpy())
+
+
+def test_refused_drafts_and_devices():
+    p, q = _uniform(), torch.tensor([0.5, 0.5, 0.0, 0.0])
+    otlp = md.verifier("otlp")
+    with pytest.raises(ValueError, match=r"'drafts' has token 4 out of range \[0, 4\)"):
+        otlp.transport(p, q, torch.tensor([0, 4]))
+    with pytest.raises(ValueError, match="'drafts' has probability zero under the draft scheme"):
+        otlp.transport(p, q, torch.tensor([0, 2]))  # token 2 has q = 0
+    with pytest.raises(ValueError, match="'drafts' has batch size 2, but 'p' has 1"):
+        otlp.transport(p[None], q[None], torch.zeros(2, 2, dtype=torch.int64))
+    with pytest.raises(ValueError, match="'q' has vocabulary size 3, but 'p' has 4"):
+        otlp.transport(p, torch.full((3,), 1 / 3), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="verifier 'sps' takes exactly 1 draft"):
+        md.verifier("sps").transport(p, q, torch.tensor([0, 1]))
+    meta = torch.full((4,), 0.25, device="meta")
+    with pytest.raises(ValueError, match=f"'q' is on device 'meta' but 'p' is on '{p.device}'"):
+        otlp.transport(p, meta, torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="'p' is a torch tensor on device 'meta', which holds no values"):
+        md.acceptance_rate(meta, q.cpu().numpy())
+
+
+def test_tensors_on_two_devices_are_refused():
+    """The meta device stands for a second device on a machine without one."""
+    p, q = _uniform(), _uniform()
+    with pytest.raises(ValueError, match=rf"'drafts' is on device 'meta' but 'p' is on '{p.device}': pass the tensors"):
+        md.verifier("otlp").transport(p, q, torch.zeros(2, device="meta", dtype=torch.int64))
+    with pytest.raises(ValueError, match=rf"'q' is on device 'meta' but 'p' is on '{p.device}'"):
+        md.acceptance_rate(p, q.to("meta"))
+
+
+def test_softmax_on_the_device_path():
+    x = torch.randn(3, 40, dtype=torch.float32)
+    x[1, 5] = -torch.inf
+    probs = md.softmax(x, 0.7)
+    np.testing.assert_allclose(probs.cpu().numpy(), md.softmax(x.cpu().numpy(), 0.7), rtol=1e-13, atol=0)
+    assert probs[1, 5] == 0.0
+    for bad, message in ((torch.tensor([0.0, float("nan")]), r"'logits' has nan at index \(1,\)"),
+                         (torch.tensor([[0.0, 1.0], [-torch.inf, -torch.inf]]), "'logits' row 1 is all -inf"),
+                         (torch.tensor([True]), "'logits' must be an array of floats, got dtype torch.bool"),
+                         (torch.zeros(2, 2, 2), "'logits' must be")):
+        with pytest.raises(ValueError, match=message):
+            md.softmax(bad)
+
+
+# ----------------------------------------------------------------------------- host traffic
+
+@pytest.mark.parametrize("name", ["otlp", "global_resolution", "khisti", "spectr"])
+def test_host_traffic_is_o_k_not_o_v(name):
+    """A top-k draft: the bytes read from the device per call are the same at V = 2000 and 64000,
+    and within a few numbers per kept token and row."""
+    v = md.verifier(name)
+    B, k, n = 4, 6, 3
+    traffic = {}
+    for V in (2000, 64000):
+        p, q = top_k_laws(B, V, k, seed=V)
+        drafts = torch.stack([v.draft(q[b], n, b) for b in range(B)])
+        v.verify(p, q, drafts, np.arange(B))
+        verify_bytes = _device.last_host_bytes()
+        v.transport(p, q, drafts)
+        traffic[V] = (verify_bytes, _device.last_host_bytes())
+        v.acceptance(p, q, n)
+        assert 0 < _device.last_host_bytes() <= 8 * B * (3 * (k + 1) + 2)
+    assert traffic[2000] == traffic[64000]
+    # ids, kept p, outside mass, kept q (k + 1 each, 8 bytes) and a header; drafts (n) for verify
+    assert traffic[64000][0] <= 8 * B * (3 * (k + 1) + 2 + n)
