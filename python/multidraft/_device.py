@@ -52,8 +52,15 @@ CPU_ON_HOST = True
 
 
 def on_host(*arguments) -> bool:
-    """Whether a call with tensors among ``arguments`` takes the host path: all of them on the CPU."""
-    return CPU_ON_HOST and all(a.device.type == "cpu" for a in arguments if isinstance(a, _TENSOR_TYPE))
+    """Whether a call with tensors among ``arguments`` takes the host path: all of them on the CPU, of
+    real dtypes (others go the device path, which explains the refusal)."""
+    return CPU_ON_HOST and all(a.device.type == "cpu" and (a.dtype.is_floating_point or a.dtype in _integer_dtypes())
+                               for a in arguments if isinstance(a, _TENSOR_TYPE))
+
+
+def _integer_dtypes():
+    torch = _torch()
+    return (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
 def host_view(x, name: str):
