@@ -48,3 +48,19 @@ def draft_law(scheme: str, q, n: int):
 def alpha_star(p64: np.ndarray, scheme: str, q, n: int) -> float:
     """alpha* of the draft scheme by brute force over all 2**V subsets (the oracle's)."""
     return oracle.brute_force_subset(p64, *draft_law(scheme, q, n))[0]
+
+
+def drawable(scheme: str, q, w) -> bool:
+    """Whether the tuple ``w`` has positive probability in exact arithmetic (a product of denormals
+    may round to 0 and still be drawable). Whether it is depends on the support of q only, and for
+    the hub on its argmax and for topk on its order, so the oracle decides it on a proxy of q
+    whose products cannot underflow."""
+    q64 = law(q)
+    if scheme == "topk":
+        proxy = q64
+    else:
+        proxy = (q64 > 0).astype(np.float64)
+        if scheme == "hub":
+            proxy[np.argmax(q64)] = 2.0
+        proxy /= proxy.sum(axis=-1, keepdims=True)
+    return oracle.tuple_probability(scheme, proxy, tuple(int(t) for t in w)) > 0

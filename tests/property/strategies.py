@@ -127,10 +127,12 @@ def pair(draw, V: int, q_rows: int = 0):
 
 # ----------------------------------------------------------------------------- storage
 
-def _cast(values: np.ndarray, dtype) -> np.ndarray:
-    """``values`` rounded to a NumPy dtype; an all-zero row (all mass underflowed) gets its largest
-    entry back as 1, so that the stored row is still a distribution."""
+def _cast(values: np.ndarray, dtype, repair: bool = True) -> np.ndarray:
+    """``values`` rounded to a NumPy dtype; with ``repair``, an all-zero row (all mass underflowed)
+    gets its largest entry back as 1, so that the stored row is still a distribution."""
     out = values.astype(dtype)
+    if not repair or out.size == 0:
+        return out
     rows = out.reshape(-1, out.shape[-1])
     for r, source in zip(rows, values.reshape(-1, values.shape[-1])):
         if not np.any(r):
@@ -165,17 +167,18 @@ def _torch_layout(values: np.ndarray, dtype, layout: str):
 
 
 @st.composite
-def stored(draw, values: np.ndarray, torch_allowed: bool = True, dtypes=None):
+def stored(draw, values: np.ndarray, torch_allowed: bool = True, dtypes=None, repair: bool = True):
     """``values`` (float64, any rank) as a user stores them: a NumPy or CPU torch array of some dtype
-    and layout. ``dtypes``: restrict to these NumPy dtypes (no torch)."""
+    and layout. ``dtypes``: restrict to these NumPy dtypes (no torch). ``repair``: see :func:`_cast`
+    (off for deliberately invalid rows)."""
     layouts = LAYOUTS_2D if values.ndim >= 2 else LAYOUTS_1D
     layout = draw(st.sampled_from(layouts))
     if dtypes is None and torch_allowed and draw(st.integers(0, 3)) == 0:
         dtype = draw(st.sampled_from(TORCH_DTYPES))
         rounded = stored_values(torch.from_numpy(values).to(dtype))
-        return _torch_layout(_cast(rounded, np.float64), dtype, layout)
+        return _torch_layout(_cast(rounded, np.float64, repair), dtype, layout)
     dtype = draw(st.sampled_from(dtypes or NUMPY_DTYPES))
-    return _numpy_layout(_cast(values, dtype), layout)
+    return _numpy_layout(_cast(values, dtype, repair), layout)
 
 
 class Instance:
