@@ -1,5 +1,5 @@
-"""The draft law of every scheme for the property tests: tests/oracle.py's, except the hub scheme's,
-computed here in exact rational arithmetic.
+"""The oracle side of the property tests: the draft law of every scheme (tests/oracle.py's, except
+the hub scheme's, computed here in exact rational arithmetic) and the enumeration checks.
 
 Why: the oracle's hub law divides by ``q.sum() - q[a]``, which cancels when the hub holds all
 but a tiny mass (q = (1 - 1e-10, 1e-10) loses 8 digits; a denormal off-hub mass becomes 0), and
@@ -11,7 +11,7 @@ import numpy as np
 
 import oracle
 
-from .strategies import law, stored_values
+from .strategies import TOL, law, stored_values, to_numpy
 
 
 def exact_rows(x):
@@ -64,3 +64,41 @@ def drawable(scheme: str, q, w) -> bool:
             proxy[np.argmax(q64)] = 2.0
         proxy /= proxy.sum(axis=-1, keepdims=True)
     return oracle.tuple_probability(scheme, proxy, tuple(int(t) for t in w)) > 0
+
+
+def drawable_tuples(scheme: str, q, n: int, probability):
+    """The tuples of positive probability and their probabilities as ``probability(w)`` (the
+    package) gives them, after checking every one of the V**n against the oracle's law."""
+    tuples, expected = draft_law(scheme, q, n)
+    got = np.array([float(to_numpy(probability(w))) for w in tuples])
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-300, err_msg="draft probability != oracle")
+    keep = got > 0
+    assert abs(got[keep].sum() - 1.0) <= 1e-12, "the draft law does not sum to 1"
+    return tuples[keep], got[keep]
+
+
+def check_lossless(p64, tuples, probs, T, tolerance=TOL, exact=True) -> float:
+    """Every transport T[k] (the law given tuples[k]) is a distribution, sum_k probs[k] T[k] == p
+    within ``tolerance`` in L1, and an ``exact`` plan never outputs a token of p = 0; returns the
+    enumerated acceptance P(output in drafts)."""
+    T = np.asarray(T, dtype=np.float64)
+    assert T.shape == (len(tuples), len(p64))
+    assert np.all(np.isfinite(T)), f"a transport law is not finite: {T[~np.all(np.isfinite(T), axis=1)][0]}"
+    assert T.min() >= 0.0, "negative transport probability"
+    np.testing.assert_allclose(T.sum(axis=1), 1.0, rtol=0, atol=1e-12, err_msg="a transport does not sum to 1")
+    error = np.abs(probs @ T - p64).sum()
+    assert error <= tolerance, f"output law is not p (L1 error {error:.3g})"
+    if exact:
+        assert not T[:, p64 == 0].any(), "a token of target probability 0 can be output"
+    return float(sum(prob * T[k, np.unique(w)].sum() for k, (w, prob) in enumerate(zip(tuples, probs))))
+
+
+def zero_mass_family(p64, tuples, probs) -> bool:
+    """Whether a drawable tuple holding a token of p = 0 has probability below 1e-10: the inputs of
+    the known bug of test_verifiers.ZERO_MASS_BUG (such a token is output, or a NaN law)."""
+    return any(prob < 1e-10 and np.any(p64[w] == 0) for w, prob in zip(tuples, probs))
+
+
+def subnormal_target(p64) -> bool:
+    """Whether p has a positive entry below the smallest normal float64 (test_verifiers.SUBNORMAL_RESIDUAL_BUG)."""
+    return bool(np.any((p64 > 0) & (p64 < np.finfo(np.float64).tiny)))

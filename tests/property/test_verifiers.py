@@ -6,13 +6,13 @@ batch == loop, the same seed the same result. p = TARGET, q = DRAFT.
 """
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import assume, example, given, strategies as st
 
 import multidraft as md
 from conftest import verifier_configs
 
 from . import reference
-from .strategies import TOL, examples, instance, pair, stored, to_numpy
+from .strategies import TOL, Instance, examples, instance, pair, stored, to_numpy
 
 CONFIGS = verifier_configs()
 
@@ -28,23 +28,13 @@ def broadcast_rows(x, M: int):
     return np.broadcast_to(x, (M,) + x.shape)
 
 
-def enumerate_drafts(v, case):
-    """Every ordered tuple over range(V) (V**n of them), the oracle's probability of each, and the
-    verifier's. Draft probabilities agree with the oracle's law (exact up to rounding)."""
-    tuples, probs = reference.draft_law(case.scheme, case.q, case.n)
-    got = np.array([to_numpy(v.draft_probability(case.q, w)) for w in tuples], dtype=np.float64)
-    np.testing.assert_allclose(got, probs, rtol=1e-12, atol=1e-300, err_msg="draft_probability != oracle")
-    return tuples, probs, got
-
-
-def enumerated_law(v, case):
-    """(tuples, their probabilities, transports (M, V)) over the drawable tuples, in one batched call."""
-    tuples, _, probs = enumerate_drafts(v, case)
-    keep = probs > 0
-    tuples, probs = tuples[keep], probs[keep]
-    assert abs(probs.sum() - 1.0) <= 1e-12, "the draft law does not sum to 1"
+def enumerated_law(v, case, config):
+    """(tuples, their probabilities, transports (M, V)) over the drawable tuples, in one batched call.
+    Instances of a known bug (ZERO_MASS_BUG, tested below) are skipped for the verifiers it affects."""
+    tuples, probs = reference.drawable_tuples(case.scheme, case.q, case.n, lambda w: v.draft_probability(case.q, w))
+    assume(not (config.id in ZERO_MASS_BUG and reference.zero_mass_family(case.p64, tuples, probs)))
+    assume(not (config.id in SUBNORMAL_RESIDUAL_BUG and reference.subnormal_target(case.p64)))
     T = to_numpy(v.transport(broadcast_rows(case.p, len(tuples)), broadcast_rows(case.q, len(tuples)), tuples))
-    assert T.shape == (len(tuples), case.V)
     return tuples, probs, T.astype(np.float64)
 
 
@@ -92,24 +82,17 @@ def test_lossless_acceptance_draft_and_verify(config, data):
     (see :func:`check_verify`)."""
     v = config.make()
     case = data.draw(instance(v.scheme_kind, config.ns), label="case")
-    tuples, probs, T = enumerated_law(v, case)
+    tuples, probs, T = enumerated_law(v, case, config)
     check_lossless(config, v, case, tuples, probs, T)
     check_verify(v, case, tuples, T, data.draw(st.integers(0, 2**63 - 1), label="seed"))
 
 
 def check_lossless(config, v, case, tuples, probs, T):
-    """Every transport is a law; sum_w P(w) T(w) == p (the raw Global Resolution plan: within its
-    l1_bound); no output of target mass 0; the reported acceptance equals the enumerated one and
-    what the docstring promises."""
-    assert T.min() >= 0.0, "negative transport probability"
-    np.testing.assert_allclose(T.sum(axis=1), 1.0, rtol=0, atol=1e-12, err_msg="a transport does not sum to 1")
-    error = np.abs(probs @ T - case.p64).sum()
-    if config.name == "global_resolution" and dict(config.options).get("exact") is False:
-        assert error <= v.plan(case.p, case.q, case.n).l1_bound + TOL  # [GR] Lemma 6.6's bound
-    else:
-        assert error <= TOL, f"output law is not p (L1 error {error:.3g})"
-        assert not T[:, case.p64 == 0].any(), "a token of target probability 0 can be output"
-    accepted = float(sum(prob * T[k, np.unique(w)].sum() for k, (w, prob) in enumerate(zip(tuples, probs))))
+    """The enumerated law is p (the raw Global Resolution plan: within its l1_bound); the reported
+    acceptance equals the enumerated one and what the docstring promises."""
+    raw = config.name == "global_resolution" and dict(config.options).get("exact") is False
+    tolerance = v.plan(case.p, case.q, case.n).l1_bound + TOL if raw else TOL  # [GR] Lemma 6.6's bound
+    accepted = reference.check_lossless(case.p64, tuples, probs, T, tolerance, exact=not raw)
     reported = float(to_numpy(v.acceptance(case.p, case.q, case.n)))
     bound = v.plan(case.p, case.q, case.n).alpha_error_bound if config.name == "global_resolution" else 0.0
     assert abs(accepted - reported) <= TOL + bound, "acceptance != enumerated P(output in drafts)"
@@ -169,3 +152,121 @@ def test_batch_equals_loop_of_rows(config, data):
     if config.name == "spectr":
         np.testing.assert_array_equal(to_numpy(v.rho(p, q, n)),
                                       [float(to_numpy(v.rho(p[b], q[b], n))) for b in range(len(seeds))])
+
+
+# ----------------------------------------------------------------------------- zero target mass
+
+# Tokens the target forbids (p = 0) drafted with a mass below float64 resolution beside 1: the
+# rejected mass of such a tuple cancels p - accepted to 0, and these verifiers then output the
+# draft itself (a token of p = 0, reported accepted) or a NaN law (verify returns token -1).
+# Measured on this grid; see the report of the property tests (issue 32) for the minimal inputs.
+ZERO_MASS_BUG = {
+    "global_resolution-0.001": "outputs a token of p = 0: p = [1, 0], q = [1, 1e-16], n = 1, drafts [1] -> law [0, 1]",
+    "global_resolution-1e-06": "outputs a token of p = 0: p = [1, 0], q = [1, 1e-16], n = 1, drafts [1] -> law [0, 1]",
+    "khisti-iid": "outputs a token of p = 0: p = [1, 0], q = [1, 5e-324], n = 1, drafts [1] -> law [0, 1]",
+    "khisti-independent": "outputs a token of p = 0: p = [1, 0], q = [[1, 5e-324]], drafts [1] -> law [0, 1]",
+    "khisti-iid-1": "outputs a token of p = 0: p = [1, 0], q = [1, 5e-324], n = 1, drafts [1] -> law [0, 1]",
+    "spectr": "NaN law, verify returns token -1: p = [1, 0], q = [1 - 1e-6, 1e-6] normalised, n = 3, drafts [1, 1, 1]",
+}
+for _scheme in ("iid", "without_replacement", "independent", "hub"):
+    for _method in ("maxflow", "maxflow_cs"):
+        ZERO_MASS_BUG[f"otlp-{_method}-{_scheme}"] = (
+            "outputs a token of p = 0: p = [1, 0], q = [1 - 1e-6, 1e-6] normalised, n = 3, drafts [1, 1, 1] -> "
+            "law [0, 1] (iid; the other schemes alike, e.g. q = [1, 1e-16], n = 1)")
+
+ZERO_MASS_GRID = [  # (p, the token of p = 0, the other tokens' draft masses)
+    ([1.0, 0.0], 1, [1.0]),
+    ([0.5, 0.5, 0.0], 2, [0.6, 0.4]),
+    ([0.2, 0.0, 0.8], 1, [0.3, 0.7]),
+    ([0.3, 0.3, 0.4, 0.0], 3, [0.1, 0.2, 0.7]),
+]
+TINY_DRAFT_MASSES = (1e-4, 1e-6, 1e-13, 1e-16, 1e-17, 1e-30, 1e-300, 5e-324)
+
+
+def zero_mass_params():
+    params = []
+    for config in CONFIGS:
+        if config.name == "global_resolution" and dict(config.options).get("exact") is False:
+            continue  # the raw plan outputs outside p within its l1_bound by design
+        reason = ZERO_MASS_BUG.get(config.id)
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        params.append(pytest.param(config, marks=marks, id=config.id))
+    return params
+
+
+@pytest.mark.parametrize("config", zero_mass_params())
+def test_a_token_of_target_mass_zero_is_never_output(config):
+    """Exactness at p = 0: whatever the draft mass on a token the target forbids (1e-4 down to a
+    denormal), no transport law gives it mass, every law is finite, and verify never returns it."""
+    v = config.make()
+    for p, zero, others in ZERO_MASS_GRID:
+        for tiny in TINY_DRAFT_MASSES:
+            q = np.array(others[:zero] + [tiny] + others[zero:])
+            q /= q.sum()
+            for n in config.ns:
+                qs = np.stack([q] * n) if v.scheme_kind == "independent" else q
+                tuples = np.array([w for w in reference.oracle.all_tuples(len(p), n)
+                                   if zero in w and reference.drawable(v.scheme_kind, qs, w)]).reshape(-1, n)
+                if not len(tuples):
+                    continue
+                P, Q = broadcast_rows(np.array(p), len(tuples)), broadcast_rows(qs, len(tuples))
+                laws = to_numpy(v.transport(P, Q, tuples))
+                tokens, _ = to_numpy(v.verify(P, Q, tuples, list(range(len(tuples)))))
+                for w, law, token in zip(tuples, laws, tokens):
+                    where = f"p = {p}, q = {q.tolist()}, n = {n}, drafts {w.tolist()}: law {law.tolist()}, token {token}"
+                    assert np.all(np.isfinite(law)) and law[zero] == 0, where
+                    assert 0 <= int(token) < len(p) and p[int(token)] > 0, where
+
+CORE_ROW_CONFIGS = [c for c in CONFIGS if c.make().core_method and c.make().scheme_kind != "independent"]
+
+
+@pytest.mark.xfail(strict=True, reason="verify refuses a valid call whose int64 drafts (n >= 2) are not C-contiguous: "
+                   "verifier('naive').verify(p, p, np.array([0, 0, 1, 1])[::2], 0) with p = [0.5, 0.5] raises "
+                   "\"ValueError: internal: verify_row takes float64 rows p, q (V,) and int64 drafts (n,)\" "
+                   "(Verifier._verify_row checks dtype and rank, not contiguity)")
+@pytest.mark.parametrize("config", [c for c in CORE_ROW_CONFIGS if max(c.ns) >= 2], ids=config_id)
+@examples(0.1)
+@given(data=st.data())
+@example(data=None)
+def test_verify_takes_drafts_of_any_layout(config, data):
+    """Drafts as a strided or reversed int64 view verify like their contiguous copy."""
+    v = config.make()
+    n = max(config.ns)
+    p = np.full(3, 1 / 3)
+    drafts = v.draft(p, n, 0)
+    for view in (np.repeat(drafts, 2)[::2], np.ascontiguousarray(drafts[::-1])[::-1]):
+        assert to_numpy(v.verify(p, p, view, 5)) == to_numpy(v.verify(p, p, drafts, 5))
+
+
+# A target entry below the smallest normal float64 that no draft covers leaves a subnormal
+# residual; its reciprocal overflows and these verifiers' laws become NaN (verify returns -1).
+SUBNORMAL_RESIDUAL_BUG = {
+    **{f"otlp-maxflow-{scheme}": "NaN law, verify returns token -1: p = [0.5, 0.5, 5e-324], q = [0.5, 0.5, 0], n = 1, "
+       "drafts [0] (method 'maxflow', Eq. (3) completion; p = [1, 1e-310], q = [1, 0] too)"
+       for scheme in ("iid", "without_replacement", "independent", "hub", "topk")},
+    "spechub": "NaN law, verify returns token -1: p = [0.5, 0.5, 5e-324], q = [0.5, 0.5, 0], drafts [0, 1]",
+}
+SUBNORMAL_GRID = [([1.0, 1e-310], [1.0, 0.0]), ([0.5, 0.5, 5e-324], [0.5, 0.5, 0.0]), ([1.0, 5e-324, 0.0], [0.5, 0.0, 0.5])]
+
+
+def subnormal_params():
+    return [pytest.param(config, id=config.id, marks=[pytest.mark.xfail(strict=True, reason=SUBNORMAL_RESIDUAL_BUG[config.id])]
+                         if config.id in SUBNORMAL_RESIDUAL_BUG else []) for config in CONFIGS]
+
+
+@pytest.mark.parametrize("config", subnormal_params())
+def test_a_subnormal_target_mass_gives_finite_laws(config):
+    """A target entry of 1e-310 or 5e-324 that no draft covers: every law is finite and lossless,
+    and verify returns a token of positive target mass."""
+    v = config.make()
+    for p, q in SUBNORMAL_GRID:
+        p, q = np.array(p), np.array(q)
+        for n in config.ns:
+            qs = np.stack([q] * n) if v.scheme_kind == "independent" else q
+            case = Instance(p, qs, n, v.scheme_kind)
+            tuples, probs = reference.drawable_tuples(case.scheme, qs, n, lambda w: v.draft_probability(qs, w))
+            T = to_numpy(v.transport(broadcast_rows(p, len(tuples)), broadcast_rows(qs, len(tuples)), tuples))
+            reference.check_lossless(case.p64, tuples, probs, T)
+            for w in tuples:
+                token, _ = to_numpy(v.verify(p, qs, w, 0))
+                assert 0 <= int(token) < len(p) and p[int(token)] > 0, f"p = {p}, q = {q}, drafts {w}: token {token}"
