@@ -99,6 +99,7 @@ def zero_mass_family(p64, tuples, probs) -> bool:
     return any(prob < 1e-10 and np.any(p64[w] == 0) for w, prob in zip(tuples, probs))
 
 
-def subnormal_target(p64) -> bool:
-    """Whether p has a positive entry below the smallest normal float64 (test_verifiers.SUBNORMAL_RESIDUAL_BUG)."""
-    return bool(np.any((p64 > 0) & (p64 < np.finfo(np.float64).tiny)))
+def subnormal(law64) -> bool:
+    """Whether a law has a positive entry below the smallest normal float64 (the inputs of the known
+    bugs test_verifiers.SUBNORMAL_RESIDUAL_BUG (in p) and SUBNORMAL_DRAFT_BUG (in q))."""
+    return bool(np.any((law64 > 0) & (law64 < np.finfo(np.float64).tiny)))
