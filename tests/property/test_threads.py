@@ -69,7 +69,7 @@ def test_thread_count_round_trips(k):
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.id)
-@examples(0.25)
+@examples(0.15)
 @given(data=st.data(), counts=st.lists(st.integers(1, 4), min_size=2, max_size=2))
 def test_batches_are_identical_for_any_thread_count(config, data, counts):
     v = config.make()
@@ -85,7 +85,7 @@ def test_batches_are_identical_for_any_thread_count(config, data, counts):
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.id)
-@examples(0.25)
+@examples(0.15)
 @given(data=st.data(), count=st.integers(2, 4))
 def test_threads_sharing_one_verifier_get_the_serial_results(config, data, count):
     """Each thread verifies its own batch (and the transports and acceptance of it) with the one

@@ -11,7 +11,9 @@ from hypothesis import given, strategies as st
 import multidraft as md
 from conftest import verifier_configs
 
-from .strategies import TORCH_DTYPES, examples, law, pair, stored_values, to_numpy, torch
+from .strategies import TORCH_DTYPES, examples, law, pair, stored_values, to_numpy
+
+torch = pytest.importorskip("torch")
 
 CONFIGS = verifier_configs()
 
