@@ -102,7 +102,7 @@ def valid_call(draw, v, ns):
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.id)
-@examples(1.0)
+@examples(0.75)
 @given(data=st.data())
 def test_verifier_refuses_invalid_input(config, data):
     v = config.make()
@@ -163,7 +163,7 @@ def test_drafts_of_the_wrong_length_are_named(config, data, length):
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.id)
-@examples(0.5)
+@examples(0.25)
 @given(data=st.data())
 def test_verifier_refuses_undrawable_drafts(config, data):
     """A tuple of probability 0 under the scheme has no transport law: ValueError naming 'drafts'."""

@@ -181,7 +181,7 @@ ZERO_MASS_GRID = [  # (p, the token of p = 0, the other tokens' draft masses)
     ([0.2, 0.0, 0.8], 1, [0.3, 0.7]),
     ([0.3, 0.3, 0.4, 0.0], 3, [0.1, 0.2, 0.7]),
 ]
-TINY_DRAFT_MASSES = (1e-4, 1e-6, 1e-13, 1e-16, 1e-17, 1e-30, 1e-300, 5e-324)
+TINY_DRAFT_MASSES = (1e-6, 1e-13, 1e-16, 1e-17, 1e-300, 5e-324)  # n = 3 makes 1e-6 a tuple of 1e-18
 
 
 def zero_mass_params():
