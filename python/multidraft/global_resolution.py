@@ -71,10 +71,11 @@ class GlobalResolution(_CorePlan):
                  max_iterations: int = 50, max_terms: float = 2e6, paper_threshold: bool = False,
                  scheme: Optional[str] = None):
         kind = draft_kind(p, q, scheme)
-        if kind != "iid":
+        # A p of no valid rank only looks like independent drafts to draft_kind: batched_inputs names it.
+        if kind != "iid" and (scheme is not None or np.ndim(p) in (1, 2)):
             raise ValueError(f"GlobalResolution needs i.i.d. drafts (Lemma 6.3 uses Q(H)^n); got scheme {kind!r}: "
                              "use solve_otlp(..., method='maxflow_cs') for other draft schemes")
-        p2, q3, n, batched = batched_inputs(p, q, n, kind)
+        p2, q3, n, batched = batched_inputs(p, q, n, "iid")
         if batched:
             raise ValueError("'p' must be 1-D for GlobalResolution: a plan serves one (target, draft) pair")
         if not (isinstance(tau, (int, float)) and np.isfinite(tau) and 0 < tau < 1):

@@ -110,7 +110,9 @@ class _LinearProgramPlan(OTLPPlan):
         S *= np.minimum(1.0, masses / np.maximum(S.sum(axis=1), 1e-300))[:, None]
         residual = p.copy()
         residual[outputs] = np.clip(p[outputs] - S.sum(axis=0), 0.0, None)
-        self._law = residual / residual.sum() if residual.sum() > 0 else np.zeros_like(residual)
+        # A rejected mass below float64 resolution beside p cancels p - accepted to 0: any law on p's
+        # support is then exact to rounding, and p keeps the output there (zeros gave NaN laws).
+        self._law = residual / residual.sum() if residual.sum() > 0 else p.copy()
         self._outputs = outputs
         self._accepted = S / masses[:, None]
         self._rejected = np.clip(masses - S.sum(axis=1), 0.0, None) / masses
@@ -150,7 +152,10 @@ class _LinearProgramPlan(OTLPPlan):
     def _slices(self, drafts):
         out = np.empty((len(drafts), self.scheme.V))
         for m, tup in enumerate(drafts.tolist()):
-            row = self._rows[tuple(tup)]  # drawable (checked), so enumerated
+            row = self._rows.get(tuple(tup))
+            if row is None:  # drawable, but its probability underflows to 0 (so not enumerated): no mass to move
+                out[m] = self._law
+                continue
             out[m] = self._rejected[row] * self._law
             out[m, self._outputs] += self._accepted[row]
             out[m] /= out[m].sum()
