@@ -452,10 +452,8 @@ def _inputs(verifier, p, q, drafts):
     """The validated, compressed rows of a transport or verify call, and the drafts in compressed ids."""
     _begin()
     device = call_device(p=p, q=q, drafts=drafts)
-    shape = tuple(drafts.shape) if isinstance(drafts, _TENSOR_TYPE) else np.shape(drafts)
-    n = check.count(shape[-1] if shape else 1)
+    n = verifier._draft_count(drafts, q)
     target, draft, n, batched = laws(p, q, n, verifier.scheme_kind, device)
-    verifier._check_n(n)
     compressed = Compressed(target, draft, kept_outside(verifier))
     d = host_tokens(drafts, draft.values.shape[-1], n, (2,) if batched else (1,)).reshape(-1, n)
     if d.shape[0] != draft.values.shape[0]:

@@ -226,7 +226,14 @@ def row_seeds(rng: RngLike, rows: int) -> np.ndarray:
         if rows == 1:
             return np.array([int(rng) % 2**64], dtype=np.uint64)
         return np.random.default_rng(int(rng)).integers(0, 2**63, size=rows, dtype=np.uint64)
-    seeds = np.asarray(rng)
+    if isinstance(rng, (list, tuple)) and all(isinstance(s, numbers.Integral) and not isinstance(s, (bool, np.bool_))
+                                              for s in rng):
+        if any(s < 0 for s in rng):
+            raise ValueError("'rng' seeds must be non-negative")
+        # as an int seed is taken; NumPy would read ints from 2**63 up, mixed with smaller ones, as floats
+        seeds = np.array([int(s) % 2**64 for s in rng], dtype=np.uint64)
+    else:
+        seeds = np.asarray(rng)
     if seeds.ndim == 1 and np.issubdtype(seeds.dtype, np.integer):
         if seeds.shape[0] != rows:
             raise ValueError(f"'rng' holds {seeds.shape[0]} seeds for {rows} rows")

@@ -91,11 +91,25 @@ class Verifier:
         self._check_n(n)
         return DraftScheme(q, n, self.scheme_kind).probability(drafts)
 
-    def _inputs(self, p, q, drafts, scales=None):
-        shape = drafts.shape if type(drafts) is np.ndarray else np.shape(drafts)  # cheaper on the common type
+    def _draft_count(self, drafts, q) -> int:
+        """n, the tokens per row of ``drafts`` (any array-like or tensor), refused naming 'drafts' when
+        empty or not the n this verifier and ``q`` take."""
+        shape = tuple(drafts.shape) if hasattr(drafts, "shape") else np.shape(drafts)
         n = shape[-1] if shape else 1
-        p2, q3, n, batched = batched_inputs(p, q, check.count(n), self.scheme_kind, scales)
-        self._check_n(n)
+        if n < 1:
+            raise ValueError(f"'drafts' holds no token (shape {shape})")
+        if self.fixed_n is not None and n != self.fixed_n:
+            raise ValueError(f"verifier {self.name!r} takes exactly {self.fixed_n} draft(s): 'drafts' must hold "
+                             f"{self.fixed_n} token(s) per row, got shape {shape}")
+        q_shape = tuple(q.shape) if hasattr(q, "shape") else np.shape(q)
+        if self.scheme_kind == "independent" and len(q_shape) >= 2 and q_shape[-2] != n:
+            raise ValueError(f"'drafts' holds {n} token(s) per row, but 'q' has {q_shape[-2]} draft rows "
+                             "(one per draft model)")
+        return n
+
+    def _inputs(self, p, q, drafts, scales=None):
+        n = self._draft_count(drafts, q)
+        p2, q3, n, batched = batched_inputs(p, q, n, self.scheme_kind, scales)
         d = check.tokens(drafts, p2.shape[1], n, ndims=(2,) if batched else (1,)).reshape(-1, n)
         if d.shape[0] != p2.shape[0]:
             raise ValueError(f"'drafts' has batch size {d.shape[0]}, but 'p' has {p2.shape[0]}")

@@ -221,10 +221,6 @@ def test_a_token_of_target_mass_zero_is_never_output(config):
 CORE_ROW_CONFIGS = [c for c in CONFIGS if c.make().core_method and c.make().scheme_kind != "independent"]
 
 
-@pytest.mark.xfail(strict=True, reason="verify refuses a valid call whose int64 drafts (n >= 2) are not C-contiguous: "
-                   "verifier('naive').verify(p, p, np.array([0, 0, 1, 1])[::2], 0) with p = [0.5, 0.5] raises "
-                   "\"ValueError: internal: verify_row takes float64 rows p, q (V,) and int64 drafts (n,)\" "
-                   "(Verifier._verify_row checks dtype and rank, not contiguity)")
 @pytest.mark.parametrize("config", [c for c in CORE_ROW_CONFIGS if max(c.ns) >= 2], ids=config_id)
 @examples(0.1)
 @given(data=st.data())
