@@ -48,9 +48,15 @@ def _timed(run: Callable[[int], object], repeats: int, passes: Dict[str, int]):
     """One warm-up run, then ``repeats`` runs: (median seconds, target passes, outputs)."""
     from .methods import time_ms
 
-    run(repeats)
+    def synchronised(i):  # a CUDA run ends when its kernels have
+        out = run(i)
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        return out
+
+    synchronised(repeats)
     passes["n"] = 0
-    timed = [time_ms(run, i) for i in range(repeats)]
+    timed = [time_ms(synchronised, i) for i in range(repeats)]
     return float(np.median([ms for ms, _ in timed])) / 1e3, passes["n"], [out for _, out in timed]
 
 
@@ -199,6 +205,9 @@ def main(argv=None) -> int:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: shared cores)")
+    parser.add_argument("--device", default="cpu", help="torch device of the models and prompts (e.g. cuda)")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                        help="dtype of the models' weights")
     parser.add_argument("--draft-length", default="4", help="draft lengths L, comma-separated (e.g. 2,4,6)")
     parser.add_argument("--configs", default=",".join(f"{name}:{n}" for name, n in CONFIGS),
                         help="verifier:n pairs, comma-separated (default: %(default)s)")
@@ -223,11 +232,13 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.pair / "tokenizer")
-    target = AutoModelForCausalLM.from_pretrained(args.pair / "target").eval()
-    draft = AutoModelForCausalLM.from_pretrained(args.pair / args.draft).eval()
-    prompt = tokenizer(args.prompt, return_tensors="pt").input_ids
+    dtype = getattr(torch, args.dtype)
+    target = AutoModelForCausalLM.from_pretrained(args.pair / "target", dtype=dtype).eval().to(args.device)
+    draft = AutoModelForCausalLM.from_pretrained(args.pair / args.draft, dtype=dtype).eval().to(args.device)
+    prompt = tokenizer(args.prompt, return_tensors="pt").input_ids.to(args.device)
     print(f"prompt {args.prompt!r} ({prompt.shape[1]} tokens), {args.new_tokens} new tokens, "
-          f"{args.repeats} runs after a warm-up (medians), {args.threads} torch thread(s)")
+          f"{args.repeats} runs after a warm-up (medians), {args.threads} torch thread(s), models on "
+          f"{args.device} in {args.dtype}")
     fractions = [float(f) for f in args.prune.split(",") if f]
     lengths = [int(length) for length in args.draft_length.split(",")]
     configs = [(name, int(n)) for name, n in (pair.split(":") for pair in args.configs.split(",") if pair)]
@@ -236,7 +247,7 @@ def main(argv=None) -> int:
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-        batch = tokenizer(texts, return_tensors="pt", padding=True)
+        batch = tokenizer(texts, return_tensors="pt", padding=True).to(args.device)
         rows = many_rounds(target, draft, batch.input_ids, batch.attention_mask, configs, lengths[0],
                            args.new_tokens, args.repeats, args.draft_top_k or None)
         print(format_many_rounds(rows))

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The GPU run of docs/benchmarks/gpu.md, for a machine with an NVIDIA GPU and nothing else reachable
+# (an image with python3, torch (CUDA), transformers, numpy, scipy, pytest, hypothesis, cmake and g++).
+# Brought along, git-ignored: .whl/ (the cmeel-eigen 3.4.1 and pybind11 3.1.0 wheels: pip download
+# --no-deps) and gpu-pair/ (the trained pair of scripts/train_pair.py in bfloat16, with its tokenizer;
+# docs/benchmarks/gpu.md says how it was made). It builds the core for this machine, runs the device
+# tests on CUDA, times one verify per tree level on the device path against the host path
+# (scripts/device_check.py) and generation against target.generate and assisted generation
+# (python -m multidraft.bench --generation --device cuda). Outputs go to $OUT (default build/device-check).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/device-check}
+PY=${PY:-python3}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+step() { echo "== $* ($(date +%T))" | tee -a "$OUT/steps.txt"; }
+
+step install
+$PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+nvidia-smi -L | tee "$OUT/gpu.txt"
+step build
+PYTHONPATH=/tmp/site cmake -S . -B build/gpu -DMULTIDRAFT_NATIVE=ON -DPython_EXECUTABLE="$(command -v "$PY")" \
+    -Dpybind11_DIR="$(PYTHONPATH=/tmp/site $PY -m pybind11 --cmakedir)" \
+    -DEigen3_DIR=/tmp/site/cmeel.prefix/share/eigen3/cmake > "$OUT/build.log" 2>&1 \
+  && cmake --build build/gpu -j "$(nproc)" >> "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+mkdir -p python/multidraft/_isa/native && cp build/gpu/native/_core*.so python/multidraft/_isa/native/
+export PYTHONPATH=python:/tmp/site
+
+step "device tests on CUDA"
+MULTIDRAFT_TEST_DEVICE=cuda timeout 150 $PY -m pytest -q -p no:cacheprovider tests/device 2>&1 | tail -25 | tee "$OUT/tests.txt"
+step "verification: device path against host path"
+timeout 200 $PY scripts/device_check.py --device cuda --out "$OUT/verify.json" | tee "$OUT/verify.md"
+step "generation"
+timeout 200 $PY -m multidraft.bench --generation --pair gpu-pair --draft draft --device cuda --dtype bfloat16 \
+    --configs sps:1,global_resolution:2,global_resolution:4,otlp:2 --draft-length 4 --new-tokens 64 --repeats 3 \
+    --draft-top-k 16 2>&1 | grep -v "Loading weights" | tee "$OUT/generation.md"
+step done
