@@ -13,7 +13,9 @@ OUT=${OUT:-build/device-check}
 PY=${PY:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+STEPS=${STEPS:-tests verify generation}  # the parts to run after the build
 step() { echo "== $* ($(date +%T))" | tee -a "$OUT/steps.txt"; }
+wanted() { [[ " $STEPS " == *" $1 "* ]]; }
 
 step install
 $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -26,12 +28,9 @@ PYTHONPATH=/tmp/site cmake -S . -B build/gpu -DMULTIDRAFT_NATIVE=ON -DPython_EXE
 mkdir -p python/multidraft/_isa/native && cp build/gpu/native/_core*.so python/multidraft/_isa/native/
 export PYTHONPATH=python:/tmp/site
 
-step "device tests on CUDA"
-MULTIDRAFT_TEST_DEVICE=cuda timeout 150 $PY -m pytest -q -p no:cacheprovider tests/device 2>&1 | tail -25 | tee "$OUT/tests.txt"
-step "verification: device path against host path"
-timeout 200 $PY scripts/device_check.py --device cuda --out "$OUT/verify.json" | tee "$OUT/verify.md"
-step "generation"
-timeout 200 $PY -m multidraft.bench --generation --pair gpu-pair --draft draft --device cuda --dtype bfloat16 \
-    --configs sps:1,global_resolution:2,global_resolution:4,otlp:2 --draft-length 4 --new-tokens 64 --repeats 3 \
-    --draft-top-k 16 2>&1 | grep -v "Loading weights" | tee "$OUT/generation.md"
+wanted tests && step "device tests on CUDA" && MULTIDRAFT_TEST_DEVICE=cuda timeout 150 $PY -m pytest -q -p no:cacheprovider tests/device 2>&1 | tail -25 | tee "$OUT/tests.txt"
+wanted verify && step "verification: device path against host path" && timeout 200 $PY scripts/device_check.py --device cuda --out "$OUT/verify.json" | tee "$OUT/verify.md"
+wanted generation && step "generation" && timeout 300 $PY -m multidraft.bench --generation --pair gpu-pair --draft draft \
+    --device cuda --dtype bfloat16 --configs sps:1,global_resolution:2,global_resolution:4,otlp:2 --draft-length 4 \
+    --new-tokens 64 --repeats 3 --draft-top-k 16 2>&1 | tee "$OUT/generation.md"
 step done

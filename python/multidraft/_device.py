@@ -149,21 +149,21 @@ def to_device(array: np.ndarray, device):
 
 # ----------------------------------------------------------------------------- row sums
 
-#: Width of the blocks a row is summed in (docs/design/device-path.md, Section 6).
-SUM_BLOCK = 2048
-
-
 def row_sums(x):
-    """float64 sums over the last axis in a fixed order, blocks of SUM_BLOCK entries then the block sums, so
-    that a row sums to the same float64 number alone and in a batch of any size (torch's own sum
-    splits one long row over threads, and not a row of a batch)."""
+    """float64 sums over the last axis, in the same order for a row alone or in any batch, on any device:
+    a pairwise tree of elementwise additions (the row padded with zeros to a power of two, then
+    halves added, level by level). A reduction kernel's order may depend on the tensor's shape (on
+    the CPU a long row is split over threads, a row of a batch is not; on a GPU the launch
+    configuration follows the shape), elementwise additions' does not (docs/design/device-path.md,
+    Section 6)."""
     torch = _torch()
-    rows = x.reshape(-1, x.shape[-1]).contiguous()
-    B, V = rows.shape
-    blocks = V // SUM_BLOCK
-    whole = rows.as_strided((B, blocks, SUM_BLOCK), (V, SUM_BLOCK, 1)).sum(-1, dtype=torch.float64)  # a view
-    tail = rows[:, blocks * SUM_BLOCK:].sum(-1, keepdim=True, dtype=torch.float64)  # the last, shorter block
-    return torch.cat([whole, tail], 1).sum(-1).reshape(x.shape[:-1])
+    rows = x.reshape(-1, x.shape[-1]).to(torch.float64)
+    V = rows.shape[1]
+    width = 1 << max(V - 1, 0).bit_length()
+    rows = torch.nn.functional.pad(rows, (0, width - V))
+    while rows.shape[1] > 1:
+        rows = rows[:, 0::2] + rows[:, 1::2]
+    return rows[:, 0].reshape(x.shape[:-1])
 
 
 # ----------------------------------------------------------------------------- validation
