@@ -135,7 +135,8 @@ class OutputCorrection {
     }
     const int token = sample_residual(rng);
     if (token >= 0) return token;
-    if (!(kept_share > 0.0)) return p_[c.fallback] > 0.0 ? c.fallback : sample_index_by(V_, rng, [this](int i) { return p_[i]; });
+    if (!(kept_share > 0.0))  // as write_law: the fallback draft, or p itself where p(fallback) = 0
+      return p_[c.fallback] > 0.0 ? c.fallback : sample_index_by(V_, rng, [this](int i) { return p_[i]; });
     u = rng.uniform() * kept_share;  // round-off rejection without a residual: as write_law
     for (int k = 0; k < c.count; ++k) {
       const double kept = c.share[k] * keep_probability(c.token[k]);

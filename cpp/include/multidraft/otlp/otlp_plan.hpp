@@ -116,10 +116,10 @@ class RelaxedPlan {
   void transport(const int* drafts, double* out) const {
     inputs_.check_drafts(drafts);
     const int n = inputs_.scheme().n();
-    const std::vector<int> key = network_ == NetworkKind::sets ? distinct_tokens(drafts, n)
-                                                               : std::vector<int>(drafts, drafts + n);
-    assemble_slice(nodes_, flow_, find_node(index_, key), distinct_tokens(drafts, n), law_, inputs_.p(), out,
-                   inputs_.V());
+    const std::vector<int> tokens = distinct_tokens(drafts, n);
+    const std::int64_t r =
+        find_node(index_, network_ == NetworkKind::sets ? tokens : std::vector<int>(drafts, drafts + n));
+    assemble_slice(nodes_, flow_, r, tokens, law_, inputs_.p(), out, inputs_.V());
   }
 
  private:
