@@ -80,3 +80,84 @@ def test_batches_mix_degenerate_and_regular_rows(name):
     tokens, accepted = v.verify(p, q, drafts, [7, 8, 9, 10])
     rows = [v.verify(p[b], q[b], drafts[b], 7 + b) for b in range(len(q))]
     assert tokens.tolist() == [t for t, _ in rows] and accepted.tolist() == [a for _, a in rows]
+
+
+# ----------------------------------------------------------------------------- float64 edges
+# Inputs at the edge of float64 that the property tests (tests/property) found mishandled (issue 32);
+# each law must stay a finite law of p's support, lossless by enumeration.
+
+def enumerated_marginal(v, p, q, n):
+    """(tuples, probabilities, laws) over the scheme's tuples of positive probability, and the
+    output marginal sum_w P(w) pi(. | w)."""
+    tuples, probs = md.draft_scheme(q, n, scheme=v.scheme_kind).enumerate()
+    laws = np.array([v.transport(p, q, w) for w in tuples])
+    assert np.all(np.isfinite(laws)) and np.all(laws >= 0)
+    np.testing.assert_allclose(laws.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    return tuples, probs, laws, probs @ laws
+
+
+ZERO_TARGET = [  # (q, n, drafts): a drafted token of p = 0 whose tuple mass is at or below 1e-13
+    (np.array([1.0, 1e-16]), 1, [1]),
+    (np.array([1.0, 1e-17]), 1, [1]),
+    (np.array([1.0, 5e-324]), 1, [1]),
+    (np.array([1 - 1e-6, 1e-6]) / (1 - 1e-6 + 1e-6), 3, [1, 1, 1]),
+    (np.array([1.0, 1e-300]), 2, [1, 1]),  # its probability underflows to 0, yet it is drawable
+]
+ZERO_TARGET_VERIFIERS = [("otlp", {"method": m, "scheme": s}) for m in ("maxflow", "maxflow_cs")
+                         for s in ("iid", "without_replacement")] + [
+    ("global_resolution", {}), ("khisti", {}), ("khisti", {"truncation": 1}), ("spectr", {})]
+
+
+@pytest.mark.parametrize("name, options", ZERO_TARGET_VERIFIERS, ids=lambda x: str(x))
+@pytest.mark.parametrize("q, n, drafts", ZERO_TARGET, ids=["1e-16", "1e-17", "denormal", "n3", "n2-underflow"])
+def test_a_token_of_target_mass_zero_is_never_output(name, options, q, n, drafts):
+    """p = [1, 0]: the rejected mass of a tuple holding token 1 cancels p - accepted to 0; the
+    law is still [1, 0] (it was [0, 1], or NaN with verify returning -1)."""
+    p = np.array([1.0, 0.0])
+    v = md.verifier(name, **options)
+    if options.get("scheme") == "without_replacement" and n > 1:
+        drafts = [1, 0, 0][:n]  # two tokens: token 1 first, then the padded support
+    assert v.transport(p, q, drafts).tolist() == [1.0, 0.0]
+    assert all(v.verify(p, q, drafts, seed)[0] == 0 for seed in range(20))
+    if name == "otlp":
+        plan = md.solve_otlp(p, q, n, method=options["method"], scheme=options["scheme"])
+        assert plan.transport(drafts).tolist() == [1.0, 0.0]
+
+
+SUBNORMAL_TARGET = [(np.array([0.5, 0.5, 5e-324]), np.array([0.5, 0.5, 0.0])),
+                    (np.array([1.0, 1e-310]), np.array([1.0, 0.0]))]
+
+
+@pytest.mark.parametrize("name, options", [("otlp", {"method": "maxflow", "scheme": s})
+                                           for s in ("iid", "without_replacement", "hub", "topk")]
+                         + [("spechub", {})], ids=lambda x: str(x))
+@pytest.mark.parametrize("p, q", SUBNORMAL_TARGET, ids=["denormal", "1e-310"])
+def test_a_subnormal_target_mass_gives_finite_laws(name, options, p, q):
+    """A target entry below the smallest normal float64 that no draft covers: the residual's total
+    is subnormal, and its reciprocal overflows (the laws were NaN, verify returned -1)."""
+    v = md.verifier(name, **options)
+    n = 2 if v.scheme_kind == "hub" else 1
+    tuples, _, _, marginal = enumerated_marginal(v, p, q, n)
+    np.testing.assert_allclose(marginal, p, rtol=0, atol=1e-12)
+    for w in tuples:
+        token, _ = v.verify(p, q, w, 0)
+        assert p[token] > 0
+
+
+@pytest.mark.parametrize("method", ["maxflow", "maxflow_cs"])
+@pytest.mark.parametrize("scheme, drafts", [("without_replacement", [2, 1, 0]), ("iid", [0, 2, 2])])
+def test_a_tuple_of_subnormal_draft_masses_is_verified(method, scheme, drafts):
+    """q = [5e-324, 5e-324, 1], n = 3: the set masses of the max-flow networks underflowed where
+    the tuple's own probability does not ((2, 1, 0) has probability 0.5 without replacement), and
+    the plans refused tuples that draft() returns. Now: lossless and optimal (p = q: alpha = 1)."""
+    p = q = np.array([5e-324, 5e-324, 1.0])
+    v = md.verifier("otlp", method=method, scheme=scheme)
+    assert v.draft_probability(q, drafts) > 0
+    if scheme == "without_replacement":
+        assert v.draft_probability(q, drafts) == 0.5 and any(v.draft(q, 3, s).tolist() == drafts for s in range(20))
+    tuples, probs, laws, marginal = enumerated_marginal(v, p, q, 3)
+    np.testing.assert_allclose(marginal, p, rtol=0, atol=1e-12)
+    accepted = sum(pr * law[np.unique(w)].sum() for w, pr, law in zip(tuples, probs, laws))
+    assert accepted == pytest.approx(1.0, abs=1e-12) and v.acceptance(p, q, 3) == pytest.approx(1.0, abs=1e-12)
+    token, _ = v.verify(p, q, drafts, 0)
+    assert p[token] > 0

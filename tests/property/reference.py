@@ -91,15 +91,3 @@ def check_lossless(p64, tuples, probs, T, tolerance=TOL, exact=True) -> float:
     if exact:
         assert not T[:, p64 == 0].any(), "a token of target probability 0 can be output"
     return float(sum(prob * T[k, np.unique(w)].sum() for k, (w, prob) in enumerate(zip(tuples, probs))))
-
-
-def zero_mass_family(p64, tuples, probs) -> bool:
-    """Whether a drawable tuple holding a token of p = 0 has probability below 1e-10: the inputs of
-    the known bug of test_verifiers.ZERO_MASS_BUG (such a token is output, or a NaN law)."""
-    return any(prob < 1e-10 and np.any(p64[w] == 0) for w, prob in zip(tuples, probs))
-
-
-def subnormal(law64) -> bool:
-    """Whether a law has a positive entry below the smallest normal float64 (the inputs of the known
-    bugs test_verifiers.SUBNORMAL_RESIDUAL_BUG (in p) and SUBNORMAL_DRAFT_BUG (in q))."""
-    return bool(np.any((law64 > 0) & (law64 < np.finfo(np.float64).tiny)))

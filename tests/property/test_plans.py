@@ -6,7 +6,7 @@ positive mass, the same for the same seed. p = TARGET, q = DRAFT.
 """
 import numpy as np
 import pytest
-from hypothesis import assume, example, given, strategies as st
+from hypothesis import example, given, strategies as st
 
 import multidraft as md
 
@@ -39,11 +39,6 @@ def check_plan(plan, case: Instance, seed: int):
     """Lossless by enumeration; returns the enumerated acceptance. Also: one tuple at a time equals
     the batched call, and a sampled token has positive mass under its tuple's law."""
     tuples, probs = reference.drawable_tuples(case.scheme, case.q, case.n, plan.scheme.probability)
-    # the known bug of test_verifiers.ZERO_MASS_BUG, tested there for these methods' verifiers
-    assume(not (plan.method in ("maxflow_cs", "maxflow", "global_resolution") and not getattr(plan, "used_fallback", False)
-                and reference.zero_mass_family(case.p64, tuples, probs)))
-    assume(not (plan.method == "maxflow" and reference.subnormal(case.p64)))  # SUBNORMAL_RESIDUAL_BUG
-    assume(not (plan.method in ("maxflow", "maxflow_cs") and reference.subnormal(case.q64)))  # SUBNORMAL_DRAFT_BUG
     T = to_numpy(plan.transport(tuples)).astype(np.float64)
     exact = getattr(plan, "exact", True) or getattr(plan, "used_fallback", False)
     accepted = reference.check_lossless(case.p64, tuples, probs, T, TOL if exact else plan.law_error_bound + TOL, exact)

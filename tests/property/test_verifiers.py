@@ -6,7 +6,7 @@ batch == loop, the same seed the same result. p = TARGET, q = DRAFT.
 """
 import numpy as np
 import pytest
-from hypothesis import assume, example, given, strategies as st
+from hypothesis import example, given, strategies as st
 
 import multidraft as md
 from conftest import verifier_configs
@@ -29,12 +29,8 @@ def broadcast_rows(x, M: int):
 
 
 def enumerated_law(v, case, config):
-    """(tuples, their probabilities, transports (M, V)) over the drawable tuples, in one batched call.
-    Instances of a known bug (ZERO_MASS_BUG, tested below) are skipped for the verifiers it affects."""
+    """(tuples, their probabilities, transports (M, V)) over the drawable tuples, in one batched call."""
     tuples, probs = reference.drawable_tuples(case.scheme, case.q, case.n, lambda w: v.draft_probability(case.q, w))
-    assume(not (config.id in ZERO_MASS_BUG and reference.zero_mass_family(case.p64, tuples, probs)))
-    assume(not (config.id in SUBNORMAL_RESIDUAL_BUG and reference.subnormal(case.p64)))
-    assume(not (config.id in SUBNORMAL_DRAFT_BUG and reference.subnormal(case.q64)))
     T = to_numpy(v.transport(broadcast_rows(case.p, len(tuples)), broadcast_rows(case.q, len(tuples)), tuples))
     return tuples, probs, T.astype(np.float64)
 
@@ -158,23 +154,8 @@ def test_batch_equals_loop_of_rows(config, data):
 # ----------------------------------------------------------------------------- zero target mass
 
 # Tokens the target forbids (p = 0) drafted with a mass below float64 resolution beside 1: the
-# rejected mass of such a tuple cancels p - accepted to 0, and these verifiers then output the
-# draft itself (a token of p = 0, reported accepted) or a NaN law (verify returns token -1).
-# Measured on this grid; see the report of the property tests (issue 32) for the minimal inputs.
-ZERO_MASS_BUG = {
-    "global_resolution-0.001": "outputs a token of p = 0: p = [1, 0], q = [1, 1e-16], n = 1, drafts [1] -> law [0, 1]",
-    "global_resolution-1e-06": "outputs a token of p = 0: p = [1, 0], q = [1, 1e-16], n = 1, drafts [1] -> law [0, 1]",
-    "khisti-iid": "outputs a token of p = 0: p = [1, 0], q = [1, 5e-324], n = 1, drafts [1] -> law [0, 1]",
-    "khisti-independent": "outputs a token of p = 0: p = [1, 0], q = [[1, 5e-324]], drafts [1] -> law [0, 1]",
-    "khisti-iid-1": "outputs a token of p = 0: p = [1, 0], q = [1, 5e-324], n = 1, drafts [1] -> law [0, 1]",
-    "spectr": "NaN law, verify returns token -1: p = [1, 0], q = [1 - 1e-6, 1e-6] normalised, n = 3, drafts [1, 1, 1]",
-}
-for _scheme in ("iid", "without_replacement", "independent", "hub"):
-    for _method in ("maxflow", "maxflow_cs"):
-        ZERO_MASS_BUG[f"otlp-{_method}-{_scheme}"] = (
-            "outputs a token of p = 0: p = [1, 0], q = [1 - 1e-6, 1e-6] normalised, n = 3, drafts [1, 1, 1] -> "
-            "law [0, 1] (iid; the other schemes alike, e.g. q = [1, 1e-16], n = 1)")
-
+# rejected mass of such a tuple cancels p - accepted to 0 (issue 32 found such a token output, or
+# a NaN law, for the max-flow plans, Global Resolution, khisti and spectr).
 ZERO_MASS_GRID = [  # (p, the token of p = 0, the other tokens' draft masses)
     ([1.0, 0.0], 1, [1.0]),
     ([0.5, 0.5, 0.0], 2, [0.6, 0.4]),
@@ -185,14 +166,9 @@ TINY_DRAFT_MASSES = (1e-6, 1e-13, 1e-16, 1e-17, 1e-300, 5e-324)  # n = 3 makes 1
 
 
 def zero_mass_params():
-    params = []
-    for config in CONFIGS:
-        if config.name == "global_resolution" and dict(config.options).get("exact") is False:
-            continue  # the raw plan outputs outside p within its l1_bound by design
-        reason = ZERO_MASS_BUG.get(config.id)
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        params.append(pytest.param(config, marks=marks, id=config.id))
-    return params
+    # the raw Global Resolution plan outputs outside p within its l1_bound by design
+    return [pytest.param(config, id=config.id) for config in CONFIGS
+            if not (config.name == "global_resolution" and dict(config.options).get("exact") is False)]
 
 
 @pytest.mark.parametrize("config", zero_mass_params())
@@ -236,22 +212,11 @@ def test_verify_takes_drafts_of_any_layout(config, data):
 
 
 # A target entry below the smallest normal float64 that no draft covers leaves a subnormal
-# residual; its reciprocal overflows and these verifiers' laws become NaN (verify returns -1).
-SUBNORMAL_RESIDUAL_BUG = {
-    **{f"otlp-maxflow-{scheme}": "NaN law, verify returns token -1: p = [0.5, 0.5, 5e-324], q = [0.5, 0.5, 0], n = 1, "
-       "drafts [0] (method 'maxflow', Eq. (3) completion; p = [1, 1e-310], q = [1, 0] too)"
-       for scheme in ("iid", "without_replacement", "independent", "hub", "topk")},
-    "spechub": "NaN law, verify returns token -1: p = [0.5, 0.5, 5e-324], q = [0.5, 0.5, 0], drafts [0, 1]",
-}
+# residual, whose reciprocal overflows (issue 32 found NaN laws for method "maxflow" and spechub).
 SUBNORMAL_GRID = [([1.0, 1e-310], [1.0, 0.0]), ([0.5, 0.5, 5e-324], [0.5, 0.5, 0.0]), ([1.0, 5e-324, 0.0], [0.5, 0.0, 0.5])]
 
 
-def subnormal_params():
-    return [pytest.param(config, id=config.id, marks=[pytest.mark.xfail(strict=True, reason=SUBNORMAL_RESIDUAL_BUG[config.id])]
-                         if config.id in SUBNORMAL_RESIDUAL_BUG else []) for config in CONFIGS]
-
-
-@pytest.mark.parametrize("config", subnormal_params())
+@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
 def test_a_subnormal_target_mass_gives_finite_laws(config):
     """A target entry of 1e-310 or 5e-324 that no draft covers: every law is finite and lossless,
     and verify returns a token of positive target mass."""
@@ -269,22 +234,13 @@ def test_a_subnormal_target_mass_gives_finite_laws(config):
                 assert 0 <= int(token) < len(p) and p[int(token)] > 0, f"p = {p}, q = {q}, drafts {w}: token {token}"
 
 
-# A draft law with subnormal entries: the max-flow plans index draft sets by masses that underflow,
-# and refuse tuples of positive probability (that draft() returns) as "probability zero".
-SUBNORMAL_DRAFT_BUG = {
-    f"otlp-{method}-{scheme}": f"refuses a drafted tuple: p = q = [5e-324, 5e-324, 1], n = 3, {example} raises "
-    "\"'drafts' has probability zero under the draft scheme\""
-    for method in ("maxflow", "maxflow_cs")
-    for scheme, example in (("iid", "drafts (0, 2, 2) (probability 5e-324)"),
-                            ("without_replacement", "drafts (2, 1, 0) (probability 0.5)"))
-}
+# A draft law with subnormal entries: the max-flow plans index draft sets by masses that underflow
+# (issue 32 found tuples that draft() returns refused as "probability zero").
 SUBNORMAL_DRAFT_GRID = [([5e-324, 5e-324, 1.0], [5e-324, 5e-324, 1.0]), ([0.3, 0.3, 0.4], [5e-324, 5e-324, 1.0]),
                         ([0.3, 0.3, 0.4], [1e-310, 1.0, 1e-310]), ([0.5, 0.5, 0.0, 0.0], [1e-200, 1e-200, 1e-200, 1.0])]
 
 
-@pytest.mark.parametrize("config", [
-    pytest.param(c, id=c.id, marks=[pytest.mark.xfail(strict=True, reason=SUBNORMAL_DRAFT_BUG[c.id])]
-                 if c.id in SUBNORMAL_DRAFT_BUG else []) for c in CONFIGS])
+@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
 def test_every_tuple_of_positive_probability_is_verified(config):
     """Draft laws with subnormal and tiny entries: every tuple draft_probability gives positive
     probability has a transport law and is verified."""
@@ -297,5 +253,5 @@ def test_every_tuple_of_positive_probability_is_verified(config):
                                if to_numpy(v.draft_probability(qs, w)) > 0]).reshape(-1, n)
             P, Q = broadcast_rows(p, len(tuples)), broadcast_rows(qs, len(tuples))
             laws = to_numpy(v.transport(P, Q, tuples))
-            assert np.all(np.isfinite(laws)) or config.id in SUBNORMAL_RESIDUAL_BUG
+            assert np.all(np.isfinite(laws))
             v.verify(P, Q, tuples, list(range(len(tuples))))

@@ -65,7 +65,10 @@ class CanonicalSelection : public Selection {
 
   void select(const std::vector<int>& tokens, double mass, SparseLaw& out) const override {
     const auto it = index_.find(tokens);
-    if (it == index_.end()) throw std::invalid_argument("'drafts' has probability zero under the draft scheme");
+    if (it == index_.end()) {  // drawable, but its set mass underflowed to 0 (no node): uniform, as a node without flow
+      for (int t : tokens) add_mass(out, t, mass / static_cast<double>(tokens.size()));
+      return;
+    }
     for (std::int64_t k = nodes_.offsets[it->second]; k < nodes_.offsets[it->second + 1]; ++k)
       if (weight_[k] > 0.0) add_mass(out, nodes_.members[k], mass * weight_[k]);
   }
@@ -140,7 +143,10 @@ class TruncatedPairSelection : public Selection {
     const bool i_free = rank_[i] < s_, j_free = rank_[j] < s_;
     if (i_free && j_free) {
       const auto it = index_.find(tokens);
-      if (it == index_.end()) throw std::invalid_argument("'drafts' has probability zero under the draft scheme");
+      if (it == index_.end()) {  // 2 q_i q_j underflowed to 0 (no pair node): even, as an unrouted pair
+        for (int t : tokens) add_mass(out, t, 0.5 * mass);
+        return;
+      }
       for (std::int64_t k = pairs_.offsets[it->second]; k < pairs_.offsets[it->second + 1]; ++k)
         if (weight_[k] > 0.0) add_mass(out, pairs_.members[k], mass * weight_[k]);
       return;
@@ -202,7 +208,8 @@ class CanonicalDecomposition {
     residual_.assign(V, 0.0);
     double residual_mass = 0.0;
     for (int y = 0; y < V; ++y) {
-      accept_[y] = selected_[y] > 0.0 ? std::min(1.0, p_[y] / selected_[y]) : 1.0;
+      // p_I(y) = 0 (y selected only through mass that underflowed): keep y iff p(y) > 0, never a token of p = 0.
+      accept_[y] = selected_[y] > 0.0 ? std::min(1.0, p_[y] / selected_[y]) : (p_[y] > 0.0 ? 1.0 : 0.0);
       residual_mass += residual_[y] = std::max(p_[y] - selected_[y], 0.0);
     }
     if (residual_mass > 0.0) {

@@ -59,11 +59,15 @@ inline KSequential kseq_prepare(const double* p, const double* q, int V, int n) 
   k.residual.resize(V);
   double mass = 0.0;
   for (int y = 0; y < V; ++y) mass += k.residual[y] = std::max(p[y] - std::min(q[y], p[y] / k.rho) * per_unit, 0.0);
+  if (!(mass > 0.0)) {  // p_res cancels to 0 (0/0): kseq_transport rejects to p instead
+    k.residual.clear();
+    return k;
+  }
   for (double& r : k.residual) r /= mass;
   return k;
 }
 
-// Output law given the ordered drafts (each with q > 0).
+// Output law given the ordered drafts (each with q > 0); p normalised.
 inline void kseq_transport(const KSequential& k, const double* p, const double* q, int V, const int* drafts, int n,
                            double* out) {
   std::fill(out, out + V, 0.0);
@@ -74,8 +78,10 @@ inline void kseq_transport(const KSequential& k, const double* p, const double* 
     out[x] += reach * accept;
     reach *= 1.0 - accept;
   }
-  if (reach > 0.0 && !k.residual.empty())
-    for (int y = 0; y < V; ++y) out[y] += reach * k.residual[y];
+  // No p_res: the rejection has probability 0 up to round-off, and p keeps the law on supp(p).
+  const double* rejected_to = k.residual.empty() ? p : k.residual.data();
+  if (reach > 0.0)
+    for (int y = 0; y < V; ++y) out[y] += reach * rejected_to[y];
   double total = 0.0;  // renormalise the round-off of a vanishing residual
   for (int y = 0; y < V; ++y) total += out[y];
   for (int y = 0; y < V; ++y) out[y] /= total;

@@ -99,6 +99,10 @@ inline std::vector<double> normalised_law(std::vector<double> residual) {
   for (std::size_t i = 0; i < residual.size(); ++i) total += residual[i];
   if (!(total > 0.0)) return {};
   const double scale = 1.0 / total;  // within an ulp of dividing, at a fraction of the cost
+  if (!std::isfinite(scale)) {  // a subnormal total: its reciprocal overflows (inf * 0 = NaN), so divide
+    for (double& x : residual) x /= total;
+    return residual;
+  }
   for (double& x : residual) x *= scale;
   return residual;
 }

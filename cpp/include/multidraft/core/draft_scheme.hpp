@@ -294,7 +294,8 @@ class DraftScheme {
         if (!(A >> k & 1u)) continue;
         const std::uint32_t before = A & ~(1u << k);
         const double remaining = outside_U + drawn_mass[full & ~before];
-        if (f[before] > 0.0 && remaining > 0.0) f[A] += f[before] * q_[U[k]] / remaining;
+        // The ratio first, as tuple_probability: f * q underflows for a subnormal q where the ratio is O(1).
+        if (f[before] > 0.0 && remaining > 0.0) f[A] += f[before] * (q_[U[k]] / remaining);
       }
     }
     return f[full];

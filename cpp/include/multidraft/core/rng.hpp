@@ -2,7 +2,9 @@
 // Python hands the core one 64-bit seed per row, so a batched call equals the loop over rows.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 namespace multidraft {
@@ -55,7 +57,8 @@ struct SampleBlocks {
 
 // Inverse-CDF draw of an index from weights weight(0 .. size-1), read on the fly (they need not
 // sum to 1; negative ones count as 0), so a law such as (p - q)^+ is drawn from without being
-// written. -1 when no weight is positive. One pass sums blocks of kSampleBlock weights, each
+// written. -1 when no weight is positive; a NaN or infinite weight (a bug in the law's maker)
+// throws. One pass sums blocks of kSampleBlock weights, each
 // vectorised (one running sum over a vocabulary would be a dependency chain of V additions),
 // into SampleBlocks; the draw then walks that list and reads the weights of one block only.
 template <class Weight>
@@ -72,7 +75,8 @@ inline int sample_index_by(int size, Rng& rng, Weight weight) {
     for (int i = begin; i < end; ++i) block += std::max(weight(i), 0.0);
     total += blocks[b] = block;
   }
-  if (!(total > 0.0)) return -1;
+  if (total == 0.0) return -1;
+  if (!std::isfinite(total)) throw std::runtime_error("internal: a law to sample from is not finite");
   const double u = rng.uniform() * total;
   double cumulative = 0.0;
   for (int b = 0; b < count; ++b) {
@@ -92,8 +96,12 @@ inline int sample_index_by(int size, Rng& rng, Weight weight) {
   return -1;
 }
 
+// A draw from a law (a plan's transport, q): throws, never returns -1, on a law of no positive
+// mass, which only a bug in its maker could give.
 inline int sample_index(const double* weights, int size, Rng& rng) {
-  return sample_index_by(size, rng, [weights](int i) { return weights[i]; });
+  const int index = sample_index_by(size, rng, [weights](int i) { return weights[i]; });
+  if (index < 0) throw std::runtime_error("internal: a law to sample from has no positive mass");
+  return index;
 }
 
 }  // namespace multidraft

@@ -41,8 +41,8 @@ class OutputCorrection {
   // outlive the correction: the plan's own row and draft support). One number is stored per token
   // (O(draft support), no V-long array), in place of its r: s(y) = p(y) - r(y) >= 0 where
   // r(y) <= p(y) (the residual; y is always kept), else s(y) = p(y) / r(y) - 1 in [-1, 0) (keep
-  // probability 1 + s(y); no residual). Elsewhere the residual is p itself. A token with
-  // r(y) = p(y) = 0 behaves as one not listed.
+  // probability 1 + s(y); no residual). Elsewhere the residual is p itself. A token of p(y) = 0
+  // gets s(y) = -1 (never kept), also where its r(y) underflowed to 0.
   OutputCorrection(const ScaledRow& p, int V, const std::vector<int>& tokens, std::vector<double> law)
       : p_(p), V_(V), tokens_(tokens.data()), count_(tokens.size()), surplus_(std::move(law)) {
     const int* t = tokens_;
@@ -53,7 +53,7 @@ class OutputCorrection {
 #pragma omp simd
     for (std::size_t e = 0; e < count_; ++e) {
       const double py = x[t[e]] * scale, r = s[e];
-      s[e] = r <= py ? py - r : py / r - 1.0;
+      s[e] = !(py > 0.0) ? -1.0 : r <= py ? py - r : py / r - 1.0;
     }
     kept_ = kept;
   }
@@ -110,10 +110,14 @@ class OutputCorrection {
       return;
     }
     // No residual: r = p up to round-off, so only round-off is rejected; keep the candidates in
-    // proportion (the fallback draft when the tuple proposed nothing).
+    // proportion (the fallback draft when the tuple proposed nothing, p itself if p(fallback) = 0).
     std::fill(out, out + V, 0.0);
     if (!(kept_share > 0.0)) {
-      out[c.fallback] = 1.0;
+      if (p_[c.fallback] > 0.0) {
+        out[c.fallback] = 1.0;
+      } else {
+        for (int y = 0; y < V; ++y) out[y] = x[y] * scale;
+      }
       return;
     }
     for (int k = 0; k < c.count; ++k) out[c.token[k]] += c.share[k] * keep_probability(c.token[k]) / kept_share;
@@ -131,7 +135,8 @@ class OutputCorrection {
     }
     const int token = sample_residual(rng);
     if (token >= 0) return token;
-    if (!(kept_share > 0.0)) return c.fallback;
+    if (!(kept_share > 0.0))  // as write_law: the fallback draft, or p itself where p(fallback) = 0
+      return p_[c.fallback] > 0.0 ? c.fallback : sample_index_by(V_, rng, [this](int i) { return p_[i]; });
     u = rng.uniform() * kept_share;  // round-off rejection without a residual: as write_law
     for (int k = 0; k < c.count; ++k) {
       const double kept = c.share[k] * keep_probability(c.token[k]);

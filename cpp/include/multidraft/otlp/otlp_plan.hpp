@@ -12,7 +12,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,27 +25,51 @@ namespace multidraft {
 
 enum class NetworkKind { sets, tuples };
 
+// Slice of a tuple whose node carries no flow: a node below the flow tolerance, or a drawable
+// tuple with no node (its mass underflowed to 0; set_nodes keeps masses > 0). With a rejection
+// law everything is rejected to it (Eq. 3 / Eq. 8 with no flow). Without one (alpha = 1 up to
+// round-off, or an outer node) it accepts uniformly among its tokens of p > 0, and outputs p
+// itself when it has none: a token of p = 0 is never output.
+inline void no_flow_slice(const int* tokens, std::int64_t count, const std::vector<double>& law,
+                          const std::vector<double>& p, double* out, int V) {
+  if (!law.empty()) {
+    std::copy(law.begin(), law.end(), out);
+    return;
+  }
+  std::fill(out, out + V, 0.0);
+  const double kept = static_cast<double>(std::count_if(tokens, tokens + count, [&](int t) { return p[t] > 0.0; }));
+  if (kept > 0.0) {
+    for (std::int64_t k = 0; k < count; ++k)
+      if (p[tokens[k]] > 0.0) out[tokens[k]] += 1.0 / kept;
+    return;
+  }
+  std::copy(p.begin(), p.end(), out);
+}
+
 // Slice of one right node r: its flows over its capacity, plus the column deficit sent to the
 // rejection law (Eq. 3 / Eq. 8). With no law the deficit is round-off (alpha = 1, or an outer
-// node, which Theorem 5.1 saturates), and the flows are renormalised instead.
+// node, which Theorem 5.1 saturates), and the flows are renormalised instead. r < 0: the tuple
+// `tokens` has no node (no_flow_slice). Flows are divided, not scaled by a reciprocal, which
+// overflows for a subnormal capacity.
 inline void assemble_slice(const RightNodes& nodes, const RelaxedFlow& flow, std::int64_t r,
-                           const std::vector<double>& law, double* out, int V) {
-  std::fill(out, out + V, 0.0);
+                           const std::vector<int>& tokens, const std::vector<double>& law,
+                           const std::vector<double>& p, double* out, int V) {
+  if (r < 0) return no_flow_slice(tokens.data(), static_cast<std::int64_t>(tokens.size()), law, p, out, V);
   const double capacity = nodes.capacity[r];
   const double carried = std::min(flow.column_flow[r], capacity);
-  const bool renormalise = law.empty() || !(capacity > 0.0);
+  if (!(carried > 0.0)) {
+    const std::int64_t begin = nodes.offsets[r];
+    return no_flow_slice(nodes.members.data() + begin, nodes.offsets[r + 1] - begin, law, p, out, V);
+  }
+  std::fill(out, out + V, 0.0);
+  const bool renormalise = law.empty();
   // Round-off can push a column's flow a hair above its capacity: never let a slice exceed 1.
-  const double scale = renormalise ? (carried > 0.0 ? 1.0 / flow.column_flow[r] : 0.0)
-                                   : 1.0 / std::max(capacity, flow.column_flow[r]);
+  const double denominator = renormalise ? flow.column_flow[r] : std::max(capacity, flow.column_flow[r]);
   for (std::int64_t k = nodes.offsets[r]; k < nodes.offsets[r + 1]; ++k)
-    out[nodes.members[k]] += flow.member_flow[k] * scale;
+    out[nodes.members[k]] += flow.member_flow[k] / denominator;
   if (!renormalise) {
     const double deficit = (capacity - carried) / capacity;
     for (int i = 0; i < V; ++i) out[i] += deficit * law[i];
-  } else if (!(carried > 0.0)) {
-    // A node whose mass fell below the flow tolerance: accept uniformly among its members.
-    const double share = 1.0 / static_cast<double>(nodes.offsets[r + 1] - nodes.offsets[r]);
-    for (std::int64_t k = nodes.offsets[r]; k < nodes.offsets[r + 1]; ++k) out[nodes.members[k]] += share;
   }
 }
 
@@ -73,10 +96,10 @@ class PlanInputs {
   DraftScheme scheme_;
 };
 
+// -1 when the key has no node: the tuple passed check_drafts, so its mass underflowed to 0.
 inline std::int64_t find_node(const NodeIndex& index, const std::vector<int>& key) {
   const auto it = index.find(key);
-  if (it == index.end()) throw std::invalid_argument("'drafts' has probability zero under the draft scheme");
-  return it->second;
+  return it == index.end() ? -1 : it->second;
 }
 
 class RelaxedPlan {
@@ -93,9 +116,10 @@ class RelaxedPlan {
   void transport(const int* drafts, double* out) const {
     inputs_.check_drafts(drafts);
     const int n = inputs_.scheme().n();
-    const std::vector<int> key = network_ == NetworkKind::sets ? distinct_tokens(drafts, n)
-                                                               : std::vector<int>(drafts, drafts + n);
-    assemble_slice(nodes_, flow_, find_node(index_, key), law_, out, inputs_.V());
+    const std::vector<int> tokens = distinct_tokens(drafts, n);
+    const std::int64_t r =
+        find_node(index_, network_ == NetworkKind::sets ? tokens : std::vector<int>(drafts, drafts + n));
+    assemble_slice(nodes_, flow_, r, tokens, law_, inputs_.p(), out, inputs_.V());
   }
 
  private:
@@ -137,11 +161,13 @@ class SlacknessPlan {
       if (!subset_.in_H[t]) outer_part.push_back(t);
     if (!outer_part.empty()) {  // Eq. (8), w not in (H*)^n: only the outer network is needed
       const Solved& outer = solve_outer();
-      assemble_slice(outer.nodes, outer.flow, find_node(outer.index, outer_part), {}, out, inputs_.V());
+      assemble_slice(outer.nodes, outer.flow, find_node(outer.index, outer_part), outer_part, {}, inputs_.p(), out,
+                     inputs_.V());
       return;
     }
     const Solved& inner = solve_inner();
-    assemble_slice(inner.nodes, inner.flow, find_node(inner.index, tokens), rejection_law(), out, inputs_.V());
+    assemble_slice(inner.nodes, inner.flow, find_node(inner.index, tokens), tokens, rejection_law(), inputs_.p(),
+                   out, inputs_.V());
   }
 
  private:
