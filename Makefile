@@ -13,7 +13,7 @@ WHEEL_CHECK := build/wheel-check
 SHELL  := bash
 .SHELLFLAGS := -eo pipefail -c
 
-.PHONY: demo test install docs system-deps wheel-check clean
+.PHONY: demo test sanitize install docs system-deps wheel-check clean
 
 system-deps:
 	@dpkg -s $(DEBS) >/dev/null 2>&1 || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(DEBS); }
@@ -34,6 +34,12 @@ demo: install
 # NATIVE=ON build has one core, which the ISA test of several cores skips.
 test: install
 	MULTIDRAFT_REQUIRE_ALL_TESTS=$(if $(filter ON,$(NATIVE)),0,1) $(PY) -m pytest -q tests
+
+# The core built with AddressSanitizer + UndefinedBehaviorSanitizer under the whole suite, then with
+# ThreadSanitizer under the thread tests (scripts/sanitize.sh, docs/sanitizers.md); any report fails.
+# The runtimes (libasan, libubsan, libtsan) come with g++. `make sanitize KINDS=thread` runs one part.
+sanitize: install
+	PY=$(PY) scripts/sanitize.sh $(KINDS)
 
 # API reference from the docstrings (docs/api, Sphinx autodoc) into build/docs, with the notebooks
 # executed in quick mode and rendered as pages (myst-nb: a failing cell fails the build); then every
