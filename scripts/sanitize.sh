@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=${PY:-.venv/bin/python}
+PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")  # absolute: CMake resolves a relative one elsewhere
 JOBS=${JOBS:-$(nproc)}
 read -r -a EXTRA <<< "${PYTEST_ARGS:-}"
 KINDS=("$@")
