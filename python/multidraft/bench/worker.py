@@ -32,7 +32,10 @@ START_TIMEOUT_S = 300.0
 
 
 def default_memory_limit() -> Optional[int]:
-    """80% of physical memory in bytes (None where unknown)."""
+    """80% of physical memory in bytes (None where unknown, and under AddressSanitizer, whose shadow
+    memory reserves terabytes of address space: no address-space limit can hold it)."""
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        return None
     try:
         return int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
