@@ -1,7 +1,7 @@
 """CPU torch tensors (float32, bfloat16; contiguous, strided, expanded, requiring grad) give what the
 float64 NumPy law of their values gives, at every entry point; results are read through
-``to_numpy`` so that the properties hold whether an entry point returns NumPy or, as issue 33 plans,
-tensors on the input's device (checked to be the input's device when it does); inputs are never
+``to_numpy`` (entry points return tensors on the input's device for tensor input, NumPy for NumPy input:
+checked to be the input's device); inputs are never
 modified. p = TARGET, q = DRAFT.
 """
 import numpy as np
