@@ -83,7 +83,7 @@ def test_batches_mix_degenerate_and_regular_rows(name):
 
 
 # ----------------------------------------------------------------------------- float64 edges
-# Inputs at the edge of float64 that the property tests (tests/property) found mishandled (issue 32);
+# Inputs at the edge of float64 that the property tests (tests/property) found mishandled;
 # each law must stay a finite law of p's support, lossless by enumeration.
 
 def enumerated_marginal(v, p, q, n):

@@ -154,7 +154,7 @@ def test_batch_equals_loop_of_rows(config, data):
 # ----------------------------------------------------------------------------- zero target mass
 
 # Tokens the target forbids (p = 0) drafted with a mass below float64 resolution beside 1: the
-# rejected mass of such a tuple cancels p - accepted to 0 (issue 32 found such a token output, or
+# rejected mass of such a tuple cancels p - accepted to 0 (the property tests found such a token output, or
 # a NaN law, for the max-flow plans, Global Resolution, khisti and spectr).
 ZERO_MASS_GRID = [  # (p, the token of p = 0, the other tokens' draft masses)
     ([1.0, 0.0], 1, [1.0]),
@@ -212,7 +212,7 @@ def test_verify_takes_drafts_of_any_layout(config, data):
 
 
 # A target entry below the smallest normal float64 that no draft covers leaves a subnormal
-# residual, whose reciprocal overflows (issue 32 found NaN laws for method "maxflow" and spechub).
+# residual, whose reciprocal overflows (the property tests found NaN laws for method "maxflow" and spechub).
 SUBNORMAL_GRID = [([1.0, 1e-310], [1.0, 0.0]), ([0.5, 0.5, 5e-324], [0.5, 0.5, 0.0]), ([1.0, 5e-324, 0.0], [0.5, 0.0, 0.5])]
 
 
@@ -235,7 +235,7 @@ def test_a_subnormal_target_mass_gives_finite_laws(config):
 
 
 # A draft law with subnormal entries: the max-flow plans index draft sets by masses that underflow
-# (issue 32 found tuples that draft() returns refused as "probability zero").
+# (the property tests found tuples that draft() returns refused as "probability zero").
 SUBNORMAL_DRAFT_GRID = [([5e-324, 5e-324, 1.0], [5e-324, 5e-324, 1.0]), ([0.3, 0.3, 0.4], [5e-324, 5e-324, 1.0]),
                         ([0.3, 0.3, 0.4], [1e-310, 1.0, 1e-310]), ([0.5, 0.5, 0.0, 0.0], [1e-200, 1e-200, 1e-200, 1.0])]
 
