@@ -68,7 +68,7 @@ def sequence_law(model, prompt, length: int, temperature=1.0, top_k=None, top_p=
     ids = torch.cat([torch.tensor(prompt).repeat(len(sequences), 1), torch.as_tensor(sequences)], 1)
     with torch.inference_mode():
         logits = model(input_ids=ids).logits[:, len(prompt) - 1: -1]
-    steps = warp_probabilities(logits, temperature, top_k, top_p)  # (V**length, length, V)
+    steps = warp_probabilities(logits, temperature, top_k, top_p).numpy()  # (V**length, length, V)
     probs = np.prod(np.take_along_axis(steps, sequences[:, :, None], axis=2)[:, :, 0], axis=1)
     return sequences, probs
 

@@ -54,6 +54,7 @@ CPU_ON_HOST = True
 def on_host(*arguments) -> bool:
     """Whether a call with tensors among ``arguments`` takes the host path: all of them on the CPU, of
     real dtypes (others go the device path, which explains the refusal)."""
+    takes()  # learns torch.Tensor, for a caller that did not ask first
     return CPU_ON_HOST and all(a.device.type == "cpu" and (a.dtype.is_floating_point or a.dtype in _integer_dtypes())
                                for a in arguments if isinstance(a, _TENSOR_TYPE))
 
@@ -126,6 +127,12 @@ def last_device_bytes() -> int:
     return getattr(_traffic, "to_device", 0)
 
 
+def host_bytes_read() -> int:
+    """Bytes the calling thread has copied from tensors to the host through :func:`to_host` since it
+    started (every call: a caller that spans several, as the generation loop's rounds, subtracts)."""
+    return getattr(_traffic, "total_to_host", 0)
+
+
 def _begin() -> None:
     _traffic.to_host = 0
     _traffic.to_device = 0
@@ -134,7 +141,9 @@ def _begin() -> None:
 def to_host(tensor) -> np.ndarray:
     """``tensor`` as a NumPy array on the host, counted (every host read of this module goes here)."""
     tensor = tensor.detach()
-    _traffic.to_host = last_host_bytes() + tensor.numel() * tensor.element_size()
+    size = tensor.numel() * tensor.element_size()
+    _traffic.to_host = last_host_bytes() + size
+    _traffic.total_to_host = host_bytes_read() + size
     return tensor.cpu().numpy()
 
 
@@ -368,34 +377,51 @@ def host_tokens(drafts, V: int, n: Optional[int], ndims) -> np.ndarray:
     return check.tokens(drafts, V, n, ndims=ndims)
 
 
-# ----------------------------------------------------------------------------- sampling outside S
+# ----------------------------------------------------------------------------- sampling on the device
 
-#: The spawn key of the stream that samples a token outside the draft support from a row's seed
-#: ("outs" in ASCII): a stream of its own, independent of the core's generator for that seed.
+#: The spawn key of the stream that gives a row's uniform for a draw on the device ("outs" in ASCII):
+#: a stream of its own, independent of the core's generator for that seed.
 OUTSIDE_STREAM = 0x6F757473
 
 
 def outside_uniform(seed: int) -> float:
-    """The uniform in [0, 1) that picks a row's token outside the draft support: the first double
-    of NumPy's PCG64 seeded by ``SeedSequence(seed, spawn_key=(OUTSIDE_STREAM,))``. A function of the
-    row's seed only, so the same seed gives the same token and a batch equals the loop over its rows."""
+    """The uniform in [0, 1) of a row's draw on the device (a token outside the draft support, or a
+    token of a law, :func:`sample_rows`): the first double of NumPy's PCG64 seeded by
+    ``SeedSequence(seed, spawn_key=(OUTSIDE_STREAM,))``. A function of the row's seed only, so the
+    same seed gives the same token and a batch equals the loop over its rows."""
     stream = np.random.SeedSequence(int(seed), spawn_key=(OUTSIDE_STREAM,))
     return float(np.random.Generator(np.random.PCG64(stream)).random())
 
 
-def draw_outside(compressed: Compressed, rows: np.ndarray, seeds: np.ndarray):
-    """(len(rows),) tokens drawn from p restricted to the complement of S, on the device, by inverse
-    CDF: the first token whose float64 running sum exceeds u times the total (never a token of
-    mass 0: its running sum equals its predecessor's; u close to 1 is held to the last positive token)."""
+def inverse_cdf(weights, seeds: np.ndarray):
+    """(B,) tokens on the device, row b drawn from ``weights[b]`` (B, V) >= 0 in proportion, by
+    inverse CDF with ``outside_uniform(seeds[b])``: the first token whose float64 running sum
+    exceeds u times the total (never a token of weight 0: its running sum equals its predecessor's;
+    u close to 1 is held to the last positive token)."""
     torch = _torch()
-    device = compressed.p.device
-    at = to_device(rows.astype(np.int64), device)
-    running = torch.where(compressed.support[at], 0, compressed.p[at]).cumsum(-1, dtype=torch.float64)
+    running = weights.cumsum(-1, dtype=torch.float64)
     total = running[:, -1:]
-    u = to_device(np.array([outside_uniform(s) for s in seeds], dtype=np.float64), device).unsqueeze(-1)
+    u = to_device(np.array([outside_uniform(s) for s in seeds], dtype=np.float64), weights.device).unsqueeze(-1)
     token = torch.searchsorted(running, u * total, right=True)
     last = torch.searchsorted(running, total.contiguous())  # the first to reach the total: the last positive
     return torch.minimum(token, last).squeeze(-1)
+
+
+def draw_outside(compressed: Compressed, rows: np.ndarray, seeds: np.ndarray):
+    """(len(rows),) tokens drawn from p restricted to the complement of S, on the device."""
+    at = to_device(rows.astype(np.int64), compressed.p.device)
+    return inverse_cdf(_torch().where(compressed.support[at], 0, compressed.p[at]), seeds)
+
+
+def sample_rows(laws, rng):
+    """One token per row of checked laws (B, V) (float64 tensors, rows summing to 1), one seed per
+    row from ``rng`` (:func:`_validation.row_seeds`): (B,) int64 on their device. On the host path
+    the core draws them; on a device, :func:`inverse_cdf`."""
+    seeds = check.row_seeds(rng, laws.shape[0])
+    if on_host(laws):
+        from . import _core
+        return host_tensors(_core.sample_rows(host_view(laws, "laws"), seeds))
+    return inverse_cdf(laws, seeds)
 
 
 # ----------------------------------------------------------------------------- a truncated [CD] Algorithm 2

@@ -207,7 +207,8 @@ def test_auto_draft_truncation_keeps_the_mass_it_promises():
 
 
 class Fixed:
-    """A stand-in scheme drawing given tokens (the round's bookkeeping only reads ``draft``)."""
+    """A stand-in scheme drawing given tokens (the round's bookkeeping only reads ``draft``), as a
+    tensor, as verifiers return the drafts of a law on the models' device."""
 
     fixed_n = None
 
@@ -215,7 +216,7 @@ class Fixed:
         self.draws = list(draws)
 
     def draft(self, q, k, rng):
-        return np.array(self.draws.pop(0)[:k], dtype=np.int64)
+        return torch.tensor(self.draws.pop(0)[:k], dtype=torch.int64)
 
 
 def test_a_round_merges_equal_draws_and_draws_their_children_together():

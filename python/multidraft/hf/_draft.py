@@ -49,8 +49,9 @@ def draft_round(s: Setup, shape: Tree, cache: TreeCache, pending, active, rows, 
         depth += 1
 
 
-def _draft_law(s: Setup, logits: torch.Tensor, prefixes: Optional[List[List[int]]], owners, V: int) -> np.ndarray:
-    """The law the drafts are drawn from and the verifier is given: the sampling law of the draft
-    logits laid over the target ids, RDK's proposal for an out-of-vocabulary draft, top-k cut."""
+def _draft_law(s: Setup, logits: torch.Tensor, prefixes: Optional[List[List[int]]], owners, V: int) -> torch.Tensor:
+    """The laws (N, V) the drafts are drawn from and the verifier is given, on the models' device:
+    the sampling law of the draft logits laid over the target ids, RDK's proposal for an
+    out-of-vocabulary draft, top-k cut."""
     return truncate_draft(s.vocabulary.proposal(s.law(s.vocabulary.logits(logits, V), prefixes, owners)),
                           s.draft_top_k)

@@ -1,7 +1,7 @@
 """Next-token laws of the target and the draft: what the verifier sees and what drafts are drawn from.
 
 A law maps logits (N, V) and, when it needs them, the N token prefixes they follow to float64
-probabilities (N, V). :func:`warp_probabilities` (temperature, top-k, top-p) serves
+probabilities (N, V), a tensor on the logits' device: the loop keeps laws where the models are. :func:`warp_probabilities` (temperature, top-k, top-p) serves
 :func:`multidraft.hf.generate`; transformers' logits processors serve :func:`multidraft.hf.decode`.
 The SAME law is applied to the target and the draft logits at every position, with the position's
 own prefix (the draft tokens before it included).
@@ -16,53 +16,63 @@ import numpy as np
 import torch
 
 from .. import _validation as check
+from .._device import row_sums
 from ..logits import softmax
 
 
 def warp_probabilities(logits, temperature: float = 1.0, top_k: Optional[int] = None,
-                       top_p: Optional[float] = None) -> np.ndarray:
-    """Sampling distributions from logits: temperature, then top-k, then top-p (float64).
+                       top_p: Optional[float] = None):
+    """Sampling distributions from logits: temperature, then top-k, then top-p, in float64.
 
-    ``logits`` (..., V) float array (NumPy or torch). ``temperature == 0`` gives the one-hot
-    distribution of the argmax (first index on ties), i.e. greedy decoding. ``top_k`` keeps the k
-    largest logits (ties at the k-th value kept); ``top_p`` keeps the smallest set of most probable
-    tokens whose mass reaches ``top_p`` (the token that crosses it included). Rows sum to 1.
+    ``logits`` (..., V): a NumPy array (or nested list), which gives a float64 NumPy array, or a
+    torch tensor, which gives a float64 tensor on its device (computed there). ``temperature == 0``
+    gives the one-hot distribution of the argmax (first index on ties), i.e. greedy decoding.
+    ``top_k`` keeps the k largest logits (ties at the k-th value kept); ``top_p`` keeps the smallest
+    set of most probable tokens whose mass reaches ``top_p`` (the token that crosses it included).
+    Rows sum to 1.
     """
     temperature, top_k, top_p = sampling_options(temperature, top_k, top_p)
     if isinstance(logits, torch.Tensor):
-        logits = logits.detach().to(torch.float64).cpu().numpy()
-    x = np.array(logits, dtype=np.float64)
-    if x.ndim == 0 or x.shape[-1] == 0:
-        raise ValueError(f"'logits' must have a non-empty last (vocabulary) axis, got shape {x.shape}")
-    if np.any(np.isnan(x)):
+        return _warp(logits.detach(), temperature, top_k, top_p)
+    return _warp(torch.from_numpy(np.array(logits, dtype=np.float64)), temperature, top_k, top_p).numpy()
+
+
+def _warp(logits: torch.Tensor, temperature: float, top_k: Optional[int], top_p: Optional[float]) -> torch.Tensor:
+    """:func:`warp_probabilities` of a tensor, with checked options: a float64 tensor on its device."""
+    x = logits.to(torch.float64)
+    if x.dim() == 0 or x.shape[-1] == 0:
+        raise ValueError(f"'logits' must have a non-empty last (vocabulary) axis, got shape {tuple(x.shape)}")
+    if bool(torch.isnan(x).any()):
         raise ValueError("'logits' contains NaN")
     if temperature == 0.0:
-        return _one_hot_argmax(x)
+        return one_hot_argmax(x)
     if top_k is not None:  # ties at the k-th value as transformers sees them: after the temperature
-        x = np.where(top_k_mask(x / temperature, top_k), x, -np.inf)
+        x = torch.where(top_k_mask(x / temperature, top_k), x, -torch.inf)
     probs = softmax(x.reshape(-1, x.shape[-1]), temperature).reshape(x.shape)
     if top_p is not None and top_p < 1.0:
-        order = np.argsort(-probs, axis=-1, kind="stable")
-        sorted_probs = np.take_along_axis(probs, order, axis=-1)
-        mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
-        keep = np.zeros(probs.shape, dtype=bool)
-        np.put_along_axis(keep, order, mass_before < top_p, axis=-1)
-        probs = np.where(keep, probs, 0.0)
-        probs /= probs.sum(axis=-1, keepdims=True)
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)  # ties: lowest id first
+        mass_before = sorted_probs.cumsum(-1) - sorted_probs
+        keep = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, mass_before < top_p)
+        probs = normalised(torch.where(keep, probs, 0.0))
     return probs
 
 
-def _one_hot_argmax(x: np.ndarray) -> np.ndarray:
-    probs = np.zeros(x.shape)
-    np.put_along_axis(probs, np.argmax(x, axis=-1)[..., None], 1.0, axis=-1)
-    return probs
+def normalised(x: torch.Tensor) -> torch.Tensor:
+    """Rows divided by their sums, added in an order that does not depend on the batch
+    (:func:`multidraft._device.row_sums`), so a position's law is the same in any batch."""
+    return x / row_sums(x).unsqueeze(-1)
 
 
-def top_k_mask(x: np.ndarray, k: int) -> np.ndarray:
+def one_hot_argmax(x: torch.Tensor) -> torch.Tensor:
+    """float64 one-hot rows at each row's largest entry (the first on ties)."""
+    return torch.zeros(x.shape, dtype=torch.float64, device=x.device).scatter_(-1, x.argmax(-1, keepdim=True), 1.0)
+
+
+def top_k_mask(x: torch.Tensor, k: int) -> torch.Tensor:
     """True at the k largest entries of each row (ties at the k-th value kept)."""
     if k >= x.shape[-1]:
-        return np.ones(x.shape, dtype=bool)
-    return x >= np.partition(x, -k, axis=-1)[..., -k][..., None]
+        return torch.ones(x.shape, dtype=torch.bool, device=x.device)
+    return x >= x.topk(k, dim=-1).values[..., -1:]
 
 
 #: ``draft_top_k="auto"``: keep the most probable draft tokens until their mass reaches this...
@@ -71,21 +81,23 @@ AUTO_DRAFT_MASS = 0.995
 AUTO_DRAFT_TOKENS = 32
 
 
-def truncate_draft(q: np.ndarray, k) -> np.ndarray:
+def truncate_draft(q, k):
     """The draft law (N, V) restricted to its k most probable tokens ([GR] App. N), renormalised;
     ``k="auto"``: per row, the fewest most probable tokens whose mass reaches
-    :data:`AUTO_DRAFT_MASS`, at most :data:`AUTO_DRAFT_TOKENS` (ties at the cut kept); None: q."""
+    :data:`AUTO_DRAFT_MASS`, at most :data:`AUTO_DRAFT_TOKENS` (ties at the cut kept); None: q.
+    A float64 NumPy array gives one, a tensor gives a float64 tensor on its device."""
     if k is None:
         return q
+    if not isinstance(q, torch.Tensor):
+        return truncate_draft(torch.from_numpy(np.asarray(q, dtype=np.float64)), k).numpy()
     if k == "auto":
         k = min(AUTO_DRAFT_TOKENS, q.shape[-1])
-        top = -np.sort(-np.partition(q, q.shape[-1] - k, axis=-1)[..., -k:], axis=-1)  # (N, k) descending
-        needed = np.minimum((np.cumsum(top, axis=-1) < AUTO_DRAFT_MASS * q.sum(-1, keepdims=True)).sum(-1), k - 1)
-        keep = q >= np.take_along_axis(top, needed[..., None], axis=-1)
+        top = q.topk(k, dim=-1).values  # (N, k) descending
+        needed = (top.cumsum(-1) < AUTO_DRAFT_MASS * row_sums(q).unsqueeze(-1)).sum(-1).clamp(max=k - 1)
+        keep = q >= top.gather(-1, needed.unsqueeze(-1))
     else:
         keep = top_k_mask(q, k)
-    q = np.where(keep, q, 0.0)
-    return q / q.sum(axis=-1, keepdims=True)
+    return normalised(torch.where(keep, q, 0.0))
 
 
 def draft_top_k_option(value):
@@ -111,7 +123,7 @@ def sampling_options(temperature, top_k, top_p):
 
 
 class Law:
-    """``law(logits (N, V) tensor, prefixes, owners) -> (N, V) float64``. ``prefixes``: N lists of
+    """``law(logits (N, V) tensor, prefixes, owners) -> (N, V) float64 tensor`` on the logits' device. ``prefixes``: N lists of
     token ids (the full row as transformers sees it, left padding included), built only when
     ``uses_prefixes`` (processors read them; temperature/top-k/top-p do not); ``owners``: the
     batch row of each of the N positions (processors may keep per-row state)."""
@@ -120,12 +132,13 @@ class Law:
         self.function, self.uses_prefixes = function, uses_prefixes
 
     def __call__(self, logits: torch.Tensor, prefixes: Optional[Sequence[List[int]]],
-                 owners: Sequence[int]) -> np.ndarray:
+                 owners: Sequence[int]) -> torch.Tensor:
         return self.function(logits, prefixes, owners)
 
 
 def warp_law(temperature: float, top_k: Optional[int], top_p: Optional[float]) -> Law:
-    return Law(lambda logits, *_: warp_probabilities(logits, temperature, top_k, top_p), uses_prefixes=False)
+    """The law of :func:`warp_probabilities` with options already checked (:func:`sampling_options`)."""
+    return Law(lambda logits, *_: _warp(logits, temperature, top_k, top_p), uses_prefixes=False)
 
 
 #: Processors whose output row depends on that row's ids and scores only: any batch will do.
@@ -153,7 +166,7 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
     row_wise = all(_row_wise(p) for p in processors)
     apply = _applier(processors)
 
-    def law(logits: torch.Tensor, prefixes, owners) -> np.ndarray:
+    def law(logits: torch.Tensor, prefixes, owners) -> torch.Tensor:
         scores = logits.detach().to(torch.float32).clone()
         for group in _calls(prefixes or (), owners, row_wise):  # no prefixes: no processor to run
             ids = torch.tensor([prefixes[i] for i in group], dtype=torch.long, device=scores.device)
@@ -165,8 +178,7 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
             where = torch.tensor([owners[i] for i in group], device=scores.device)
             batch_ids[where], batch_scores[where] = ids, scores[index]
             scores[index] = apply(batch_ids, batch_scores)[where]
-        x = scores.cpu().numpy()
-        return _one_hot_argmax(x) if greedy else softmax(x)
+        return one_hot_argmax(scores) if greedy else softmax(scores)
 
     return Law(law, uses_prefixes=len(processors) > 0)
 

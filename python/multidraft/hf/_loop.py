@@ -8,6 +8,7 @@ from typing import List, Optional, Tuple
 
 import torch
 
+from .._device import host_bytes_read
 from ._draft import draft_round
 from ._score import score_round
 from ._setup import Setup, row_generators
@@ -36,6 +37,7 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
             active = [b for b in range(B) if not done[b]]
             shape = s.shape_for_round(stats)
             limits = [_depth_limit(s, shape.depth, rows[b]) for b in active]
+            read_before = host_bytes_read()
             start = time.perf_counter()
             trees = draft_round(s, shape, caches[0], pending[0], active, rows, [generators[b] for b in active], V,
                                 limits)
@@ -71,6 +73,7 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
             else:
                 _count_positions(stats, caches)
                 caches = None
+            stats.host_bytes += host_bytes_read() - read_before
     if caches is not None:
         _count_positions(stats, caches)
     if s.streamer is not None:

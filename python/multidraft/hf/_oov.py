@@ -76,8 +76,8 @@ class DraftVocabulary:
         out[..., self._targets.to(logits.device)] = logits[..., self._columns.to(logits.device)]
         return out
 
-    def proposal(self, q_prime: np.ndarray) -> np.ndarray:
-        """p' = M^T q' (RDK), or q' itself (TLI) without an affinity matrix."""
+    def proposal(self, q_prime: torch.Tensor) -> torch.Tensor:
+        """p' = M^T q' (RDK), or q' itself (TLI) without an affinity matrix: laws (N, V) on the models' device."""
         return q_prime if self.affinity is None else self.affinity.proposal(q_prime)
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+import torch
 
+from .._device import to_host
 from ..verifiers import Verifier, verifier as make_verifier
 from ._shape import Tree
 
@@ -29,12 +31,13 @@ def group_verifier(v: Verifier, group_size: int, cap: Optional[int]) -> Tuple[Ve
 
 
 class Group:
-    """The drafts drawn at one node: ``drafts`` (k,) int64, the ``verifier`` that drew them, the
-    draft law ``q`` (V,) they were drawn from and ``children`` (token -> child node)."""
+    """The drafts drawn at one node: ``drafts`` (k,) int64 on the host, the ``verifier`` that drew
+    them, the draft law ``q`` (V,) they were drawn from (a tensor on the models' device) and
+    ``children`` (token -> child node)."""
 
     __slots__ = ("drafts", "verifier", "q", "children")
 
-    def __init__(self, drafts: np.ndarray, verifier: Verifier, q: np.ndarray):
+    def __init__(self, drafts: np.ndarray, verifier: Verifier, q: torch.Tensor):
         self.drafts, self.verifier, self.q = drafts, verifier, q
         self.children: Dict[int, int] = {}
 
@@ -61,12 +64,13 @@ class RoundTree:
             return []
         return [c for slot in self.slots[node] for c in self.shape.children[slot]]
 
-    def draw(self, node: int, v: Verifier, q: np.ndarray, rng: np.random.Generator) -> None:
-        """Draw the group of ``node`` from its draft law ``q`` (V,) and add one child per distinct
-        token (slots that drew the same token are one node)."""
+    def draw(self, node: int, v: Verifier, q: torch.Tensor, rng: np.random.Generator) -> None:
+        """Draw the group of ``node`` from its draft law ``q`` (V,) on the models' device (the k
+        draft ids come to the host) and add one child per distinct token (slots that drew the same
+        token are one node)."""
         slots = self.child_slots(node)
         verifier, k = group_verifier(v, len(slots), self.group_cap)
-        drafts = verifier.draft(q, k, rng)
+        drafts = to_host(verifier.draft(q, k, rng))
         group = self.groups[node] = Group(drafts, verifier, q)
         for slot, token in zip(slots, drafts.tolist()):
             child = group.children.get(token)

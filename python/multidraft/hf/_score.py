@@ -37,7 +37,7 @@ class TargetLaws:
     def __init__(self, law: Law, logits: torch.Tensor, rows, active, trees: List[RoundTree]):
         self.law, self.logits, self.rows, self.active, self.trees = law, logits, rows, active, trees
 
-    def __call__(self, r: int, node: int) -> np.ndarray:
+    def __call__(self, r: int, node: int) -> torch.Tensor:
         b = self.active[r]
         # kept logits: the last pending slot (the root), then node i at slot i
         prefixes = [self.rows[b] + self.trees[r].path(node)] if self.law.uses_prefixes else None

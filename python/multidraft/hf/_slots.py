@@ -7,6 +7,7 @@ from typing import List, Sequence
 import numpy as np
 import torch
 
+from .._device import to_host
 from ._round import RoundTree
 from ._tree import TreeCache
 
@@ -18,7 +19,7 @@ def pending_slots(pending: List[List[int]], cache: TreeCache, pad_id: int):
     ids = torch.full((B, width), pad_id, dtype=torch.long)
     valid = torch.zeros((B, width), dtype=torch.bool)
     pos = torch.zeros((B, width), dtype=torch.long)
-    seen = cache.committed().cpu()
+    seen = torch.from_numpy(to_host(cache.committed()))
     for b, tokens in enumerate(pending):
         if tokens:
             ids[b, width - len(tokens):] = torch.tensor(tokens)
@@ -44,7 +45,7 @@ def node_slots(trees: Sequence[RoundTree], active: List[int], B: int, root_pos: 
             valid[b, :k] = True
             depth[b, :k] = torch.tensor([tree.depths[i] for i in chosen])
             node[b, :k] = torch.tensor(chosen)
-    pos = root_pos.cpu()[:, None] + depth
+    pos = torch.from_numpy(to_host(root_pos))[:, None] + depth
     return ids.to(device), valid.to(device), pos.to(device), node.to(device)
 
 

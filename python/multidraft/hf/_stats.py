@@ -23,7 +23,9 @@ class GenerationStats:
     parents (the last one used, for ``tree="auto"``); ``draft_seconds``, ``target_seconds``,
     ``verify_seconds``: wall time of drafting (draft model, draft laws and draft sampling), of
     the target forward passes and of verification (with the target laws it reaches, computed
-    lazily).
+    lazily); ``host_bytes``: bytes the loop copied from tensors to the host (draft ids, verified
+    tokens, the compressed problems of verification on a device, cache bookkeeping; laws and
+    logits stay where the models are, see :attr:`host_bytes_per_round`).
     """
 
     num_drafts: int                    # drafts drawn at the root (the shape's root children)
@@ -43,6 +45,7 @@ class GenerationStats:
     verify_seconds: float = 0.0
     group_reached: Optional[np.ndarray] = None
     group_accepted: Optional[np.ndarray] = None
+    host_bytes: int = 0
 
     def __post_init__(self):
         widest = 1 + max(self.num_drafts, 1)
@@ -76,6 +79,13 @@ class GenerationStats:
         """(L,) P(a draft at depth j + 1 accepted | its parent reached); NaN where never reached."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return self.accepted / self.reached
+
+    @property
+    def host_bytes_per_round(self) -> float:
+        """Bytes copied to the host per round (per batched target call): O(nodes x k) numbers,
+        whatever the vocabulary. Models on the CPU have their laws read in place by the core, so
+        there this counts the loop's own reads only."""
+        return self.host_bytes / max(self.target_calls, 1)
 
     @property
     def total_seconds(self) -> float:

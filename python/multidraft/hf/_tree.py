@@ -21,6 +21,8 @@ from typing import Dict, List, Optional, Union
 import torch
 from transformers import DynamicCache
 
+from .._device import to_host
+
 #: Attention layer kinds whose semantics the mask reproduces: causal, and causal within a window.
 _KINDS = ("full_attention", "sliding_attention")
 #: Attention implementations that add (eager) or apply (sdpa) a given float mask as it is.
@@ -106,7 +108,7 @@ class TreeCache:
                          use_cache=True, **extra)
         self.cache = out.past_key_values
         self.valid, self.pos, self.node = kv_valid, kv_pos, kv_node
-        self.positions_computed += int(valid.sum())
+        self.positions_computed += int(to_host(valid.sum()))
         return out.logits[:, -keep:]
 
     def _additive(self, allowed, pos, kv_pos, window: Optional[int]) -> torch.Tensor:
@@ -123,7 +125,7 @@ class TreeCache:
         """Keep, per row, the committed slots and the round's nodes ``kept[b]`` (all committed
         from now on); rows not ``alive`` keep nothing. The kept slots are gathered right-aligned,
         so the cache is as long as the longest row."""
-        width = 1 + max([int(self.node.max()) if self.node.numel() else 0] + [max(k, default=0) for k in kept])
+        width = 1 + max([int(to_host(self.node.max())) if self.node.numel() else 0] + [max(k, default=0) for k in kept])
         member = torch.zeros((len(kept), width), dtype=torch.bool)
         member[:, 0] = True
         for b, nodes in enumerate(kept):
@@ -131,7 +133,7 @@ class TreeCache:
         member &= torch.tensor(alive)[:, None]
         member = member.to(self.device)
         keep = self.valid & member.gather(1, self.node)
-        width = int(keep.sum(1).max()) if keep.numel() else 0
+        width = int(to_host(keep.sum(1).max())) if keep.numel() else 0
         index = torch.argsort(keep.to(torch.int8), dim=1, stable=True)[:, keep.shape[1] - width:]
         for layer in self.cache.layers:
             gather = index[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[-1])

@@ -7,15 +7,15 @@ from typing import Callable, List, Tuple
 import numpy as np
 import torch
 
-from .. import _core
-from .. import _validation as check
+from .._device import sample_rows, to_host
 from ._round import RoundTree
 from ._stats import GenerationStats
 
 
-def verify_row(tree: RoundTree, p: Callable[[int], np.ndarray], rng: np.random.Generator,
+def verify_row(tree: RoundTree, p: Callable[[int], torch.Tensor], rng: np.random.Generator,
                stats: GenerationStats) -> Tuple[List[int], List[int]]:
-    """Verify one row's tree; ``p(node)``: the target law after that node (0: the root).
+    """Verify one row's tree; ``p(node)``: the target law (V,) after that node (0: the root), on
+    the models' device; each verification brings its token and whether it was a draft to the host.
 
     At each node its group is verified against the target law there: the output token is a sample
     of that law; if it is one of the drafts the walk continues at that child, else the round ends
@@ -27,9 +27,9 @@ def verify_row(tree: RoundTree, p: Callable[[int], np.ndarray], rng: np.random.G
     while True:
         group = tree.groups[node]
         if group is None:  # a leaf accepted: the bonus token
-            tokens.append(int(_core.sample_rows(p(node)[None], check.row_seeds(rng, 1))[0]))
+            tokens.append(int(to_host(sample_rows(p(node)[None], rng))[0]))
             return tokens, path
-        token, accepted = group.verifier.verify(p(node), group.q, group.drafts, rng)
+        token, accepted = to_host(torch.stack(group.verifier.verify(p(node), group.q, group.drafts, rng)).long())
         tokens.append(int(token))
         stats.record(tree.depths[node], len(group.drafts), accepted)
         if not accepted:

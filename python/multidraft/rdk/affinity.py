@@ -2,11 +2,13 @@
 RDK proposal p' = M^T q' (Algorithm 1)."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Tuple
 
 import numpy as np
 
+from .. import _device
 from .. import _validation as check
 from ..otlp import acceptance_rate
 from ._common import _calibration_samples, _ids, _rdk, _rows, _unbatch
@@ -70,6 +72,7 @@ class AffinityMatrix:
                                  f"within {check.SUM_TOLERANCE:g}; pass renormalise=True to rescale)")
         self.V = V
         self.indptr, self.indices, self.values = indptr, indices, values
+        self._on_device, self._lock = {}, threading.Lock()  # M^T as a torch sparse matrix per device
         for array in (self.indptr, self.indices, self.values):
             array.setflags(write=False)
 
@@ -122,13 +125,43 @@ class AffinityMatrix:
             raise ValueError(f"'q_prime' has vocabulary size {rows.shape[1]}, but M has {self.V}")
         return rows, batched
 
-    def proposal(self, q_prime) -> np.ndarray:
+    def proposal(self, q_prime):
         """Full RDK, Algorithm 1: p' = M^T q' over the whole target vocabulary, (V,) or (B, V).
 
-        ``q_prime`` is the TLI output. Cost O(V + nnz of the rows where q' > 0).
+        ``q_prime`` is the TLI output. Cost O(V + nnz of the rows where q' > 0). A torch tensor
+        gives a float64 tensor on its device, computed there (a sparse product with M^T, copied to
+        each device once).
         """
+        if _device.takes(q_prime):
+            return self._tensor_proposal(q_prime)
         rows, batched = self._q_prime(q_prime)
         return _unbatch(_rdk.proposal(self.indptr, self.indices, self.values, rows), batched)
+
+    def _tensor_proposal(self, q_prime):
+        """:meth:`proposal` of a tensor: on the host path for a CPU tensor, else on its device."""
+        if _device.on_host(q_prime):
+            return _device.host_tensors(self.proposal(_device.host_view(q_prime, "q_prime")))
+        device = _device.call_device(q_prime=q_prime)
+        law = _device.Law(q_prime, "q_prime", device, (1, 2))
+        if _device.to_host(law.bad):
+            law.refuse()
+        if law.raw.shape[-1] != self.V:
+            raise ValueError(f"'q_prime' has vocabulary size {law.raw.shape[-1]}, but M has {self.V}")
+        rows = law.raw.reshape(-1, self.V).double() / law.sums.reshape(-1, 1)
+        out = (self._transposed(device) @ rows.T).T  # p'[j] = sum_i M[i, j] q'[i]
+        return out if law.raw.dim() == 2 else out[0]
+
+    def _transposed(self, device):
+        """M^T as a torch sparse COO matrix on ``device``, built on first use there."""
+        import torch
+
+        with self._lock:
+            if device not in self._on_device:
+                rows = np.repeat(np.arange(self.V, dtype=np.int64), np.diff(self.indptr))
+                where = torch.from_numpy(np.stack([self.indices.astype(np.int64), rows]))
+                self._on_device[device] = torch.sparse_coo_tensor(
+                    where, torch.from_numpy(self.values.copy()), (self.V, self.V), check_invariants=True).coalesce().to(device)
+            return self._on_device[device]
 
     def sample(self, q_prime, n: int = 1, rng: check.RngLike = None) -> np.ndarray:
         """``n`` i.i.d. draws from p' = M^T q' by two-stage sampling: (n,) or (B, n) int64.
