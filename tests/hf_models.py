@@ -11,6 +11,7 @@ import itertools
 
 import numpy as np
 import torch
+from scipy import stats
 from transformers import (Gemma2Config, Gemma2ForCausalLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
                           GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM)
@@ -87,6 +88,22 @@ def processed_sequence_law(model, prompt, length: int, processors):
         step = torch.softmax(scores.double(), dim=-1).numpy()
         probs *= step[np.arange(len(sequences)), sequences[:, t]]
     return sequences, probs
+
+
+def assert_follows(generated, sequences, probs, V, label):
+    """Seeded chi-square of the generated (N, length) tokens against the exact law ``probs`` of
+    :func:`sequence_law`'s ``sequences``."""
+    length = generated.shape[1]
+    cells = generated @ (V ** np.arange(length - 1, -1, -1))  # the row index in `sequences`
+    observed = np.bincount(cells, minlength=len(sequences)).astype(float)
+    assert np.all(observed[probs == 0] == 0), f"{label}: a sequence of probability zero was generated"
+    expected = probs * len(generated)
+    small = expected < 5  # pool the rare sequences into one cell
+    obs = np.append(observed[~small], observed[small].sum())
+    exp = np.append(expected[~small], expected[small].sum())
+    keep = exp > 0
+    pvalue = stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+    assert pvalue > 1e-4, f"{label}: chi-square p-value {pvalue:.2e}"
 
 
 def word_tokenizer(V: int):

@@ -18,13 +18,13 @@ import pytest
 
 pytest.importorskip("torch", reason="multidraft.hf needs torch and transformers: pip install 'multidraft[hf]'")
 import torch
-from scipy import stats
 from transformers import (LlamaConfig, LlamaForCausalLM, LogitsProcessorList, RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper,
                           StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer, TopKLogitsWarper, TopPLogitsWarper)
 
 import multidraft as md
 from multidraft import hf
-from hf_models import FAMILIES, processed_sequence_law, sequence_law, tiny_model, tiny_pair, word_tokenizer
+from hf_models import (FAMILIES, assert_follows, processed_sequence_law, sequence_law, tiny_model, tiny_pair,
+                       word_tokenizer)
 
 PROMPT = [1, 2, 3]
 SAMPLES = 1200
@@ -56,20 +56,6 @@ def pairs():
 def case_id(case):
     name, n, s, draft_top_k = case
     return f"{name}-n{n}-s{s}" + ("" if draft_top_k is None else f"-draft_top_k{draft_top_k}")
-
-
-def assert_follows(generated, sequences, probs, V, label):
-    """Seeded chi-square of the generated (N, LENGTH) tokens against the exact law ``probs``."""
-    cells = generated @ (V ** np.arange(LENGTH - 1, -1, -1))  # the row index in `sequences`
-    observed = np.bincount(cells, minlength=len(sequences)).astype(float)
-    assert np.all(observed[probs == 0] == 0), f"{label}: a sequence of probability zero was generated"
-    expected = probs * len(generated)
-    small = expected < 5  # pool the rare sequences into one cell
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    pvalue = stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
-    assert pvalue > 1e-4, f"{label}: chi-square p-value {pvalue:.2e}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

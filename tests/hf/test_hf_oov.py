@@ -15,8 +15,8 @@ from transformers import LogitsProcessorList, RepetitionPenaltyLogitsProcessor, 
 
 import multidraft as md
 from multidraft import hf
-from hf_models import FAMILIES, VOCAB, processed_sequence_law, sequence_law, tiny_model, tiny_pair
-from test_hf import LENGTH, PROMPT, SAMPLES, assert_follows
+from hf_models import FAMILIES, VOCAB, assert_follows, processed_sequence_law, sequence_law, tiny_model, tiny_pair
+from test_hf import LENGTH, PROMPT, SAMPLES
 
 #: Corpus counts of the pruning: a fixed ranking that keeps some tokens the target likes and drops others.
 COUNTS = {"gpt2": [9, 1, 8, 2, 7, 3, 6, 0], "llama": [5, 9, 0, 8, 1, 7, 2, 6, 3, 4]}

@@ -13,8 +13,8 @@ import torch
 
 import multidraft as md
 from multidraft import hf
-from hf_models import FAMILIES, sequence_law, tiny_pair
-from test_hf import LEFT_PADDED, MASK, PROMPT, SAMPLES, assert_follows
+from hf_models import FAMILIES, assert_follows, sequence_law, tiny_pair
+from test_hf import LEFT_PADDED, MASK, PROMPT, SAMPLES
 
 UNBALANCED = hf.Tree([-1, -1, 0, 0, 2, 1])  # a deep first child, a shallow second one
 SHAPES = {"2x2": (2, 2), "3x1": (3, 1), "4x1x1": (4, 1, 1), "unbalanced": UNBALANCED}

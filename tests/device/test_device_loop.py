@@ -1,0 +1,123 @@
+"""The generation loop (multidraft.hf) on the device path: models, logits, laws, drafts and
+verification on the tensors' device (the CPU here, through exactly the path of a CUDA tensor; an
+accelerator with MULTIDRAFT_TEST_DEVICE). The law of the first 3 tokens follows the target's
+enumerated sequence law (the seeded chi-square of tests/hf) for verifiers of every kind, through
+both entry points, with transformers' processors and with an out-of-vocabulary draft through RDK;
+greedy decoding is the target's own; a batch equals its rows one at a time; and what crosses to
+the host per round does not grow with the vocabulary."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+from transformers import (LlamaConfig, LlamaForCausalLM, LogitsProcessorList, RepetitionPenaltyLogitsProcessor,
+                          TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
+
+import multidraft as md
+from multidraft import hf
+from hf_models import assert_follows, processed_sequence_law, sequence_law, tiny_pair
+
+PROMPT = [1, 2, 3]
+LENGTH = 3
+SAMPLES = 600  # the device path on CPU tensors costs more per call than the core's host path
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    """{family: (target, draft)} on the tests' device (tests/device/conftest.py)."""
+    from .conftest import DEVICE
+
+    return {family: tuple(m.to(DEVICE) for m in tiny_pair(family)) for family in ("gpt2", "llama", "mistral", "qwen2")}
+
+
+# (family, verifier, n, (temperature, top_k, top_p), draft_top_k): an exact plan on the compressed
+# problem (otlp, global_resolution, khisti), the baselines' residual laws, a fixed-n verifier
+CASES = [("llama", "global_resolution", 2, (1.0, None, None), None), ("mistral", "otlp", 4, (0.6, 4, None), 3),
+         ("gpt2", "khisti", 2, (1.4, 6, 0.85), None), ("qwen2", "spechub", 2, (1.0, None, None), None),
+         ("llama", "rrs_without_replacement", 4, (1.4, 6, 0.85), 2), ("gpt2", "sps", 1, (0.6, 4, None), None)]
+
+
+@pytest.mark.parametrize("family, name, n, setting, draft_top_k", CASES, ids=lambda c: str(c))
+def test_generate_on_the_device_follows_the_target_law(family, name, n, setting, draft_top_k, pairs):
+    target, draft = pairs[family]
+    sequences, probs = sequence_law(target, PROMPT, LENGTH, *setting)
+    result = hf.generate(target, draft, torch.tensor([PROMPT] * SAMPLES), LENGTH, num_drafts=n, draft_length=2,
+                         verifier=name, temperature=setting[0], top_k=setting[1], top_p=setting[2], seed=31,
+                         draft_top_k=draft_top_k)
+    assert_follows(result.sequences[:, len(PROMPT):].cpu().numpy(), sequences, probs, target.config.vocab_size, family)
+    assert result.stats.accepted[0] > 0 and result.stats.host_bytes > 0
+
+
+def test_decode_with_processors_on_the_device_follows_the_processed_law(pairs):
+    target, draft = pairs["mistral"]
+    processors = LogitsProcessorList([RepetitionPenaltyLogitsProcessor(1.8), TemperatureLogitsWarper(0.8),
+                                      TopKLogitsWarper(5), TopPLogitsWarper(0.9)])
+    sequences, probs = processed_sequence_law(target, PROMPT, LENGTH, processors)
+    ids = torch.tensor([PROMPT] * SAMPLES)
+    out = target.generate(ids, attention_mask=torch.ones_like(ids), custom_generate=hf.decode, draft_model=draft,
+                          num_drafts=3, draft_length=2, verifier="otlp", seed=5, do_sample=True, repetition_penalty=1.8,
+                          temperature=0.8, top_k=5, top_p=0.9, max_new_tokens=LENGTH, pad_token_id=0,
+                          eos_token_id=None, return_dict_in_generate=True)
+    assert_follows(out.sequences[:, len(PROMPT):].cpu().numpy(), sequences, probs, target.config.vocab_size, "mistral")
+
+
+def test_an_rdk_draft_on_the_device_follows_the_target_law(pairs):
+    """A draft head pruned to half the vocabulary, its law spread by a calibrated affinity matrix
+    (a sparse product on the device)."""
+    target, draft = pairs["llama"]
+    V = target.config.vocab_size
+    pruned, vmap = hf.prune_draft_head(draft, np.array([5, 9, 0, 8, 1, 7, 2, 6, 3, 4]), V // 2)
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        samples = target(input_ids=torch.randint(0, V, (64, 6))).logits.reshape(-1, V).double().cpu().numpy()
+    M = md.rdk.AffinityMatrix.from_calibration(samples, tau=1.0, top_k=3, rows=vmap.shared)
+    sequences, probs = sequence_law(target, PROMPT, LENGTH, temperature=0.8)
+    result = hf.generate(target, pruned, torch.tensor([PROMPT] * SAMPLES), LENGTH, num_drafts=2, draft_length=2,
+                         verifier="spectr", temperature=0.8, seed=21, vocabulary_map=vmap, affinity=M)
+    assert_follows(result.sequences[:, len(PROMPT):].cpu().numpy(), sequences, probs, V, "llama rdk")
+
+
+def test_greedy_on_the_device_is_the_target_greedy_output(pairs):
+    target, draft = pairs["qwen2"]
+    ids = torch.tensor([[0, 0, 1, 2, 3], [4, 1, 5, 6, 2]])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    greedy = target.generate(ids, attention_mask=mask, max_new_tokens=12, pad_token_id=0, eos_token_id=None)
+    ours = target.generate(ids, attention_mask=mask, max_new_tokens=12, pad_token_id=0, eos_token_id=None,
+                           custom_generate=hf.decode, draft_model=draft, num_drafts=3, draft_length=3, verifier="otlp")
+    assert torch.equal(ours.cpu(), greedy.cpu())
+
+
+def test_a_batch_on_the_device_equals_its_rows_one_at_a_time(pairs):
+    target, draft = pairs["gpt2"]
+    prompts = [[1, 2, 3, 4, 5], [6], [2, 7, 3]]
+    width = max(map(len, prompts))
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    batch = hf.generate(target, draft, ids, 9, num_drafts=3, draft_length=3, verifier="global_resolution", seed=11,
+                        attention_mask=mask, top_k=5, eos_token_id=3, pad_token_id=0)
+    seeds = md.row_seeds(11, len(prompts))
+    for b, prompt in enumerate(prompts):
+        single = hf.generate(target, draft, torch.tensor([prompt]), 9, num_drafts=3, draft_length=3,
+                             verifier="global_resolution", seed=int(seeds[b]), top_k=5,
+                             eos_token_id=3).sequences[0, len(prompt):]
+        row = batch.sequences[b, width:].tolist()
+        assert row[: len(single)] == single.tolist() and set(row[len(single):]) <= {0}
+
+
+def test_host_traffic_per_round_does_not_grow_with_the_vocabulary():
+    """With a top-k draft, a round copies O(nodes x k) numbers to the host: a pair with 16 times
+    the vocabulary copies about as much, far less than one law row of it."""
+    from .conftest import DEVICE
+
+    per_round = {}
+    for V in (256, 4096):
+        config = dict(vocab_size=V, hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=1,
+                      max_position_embeddings=64, initializer_range=0.5, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+        torch.manual_seed(0)
+        target = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, **config)).eval().to(DEVICE)
+        draft = LlamaForCausalLM(LlamaConfig(num_hidden_layers=1, **config)).eval().to(DEVICE)
+        stats = hf.generate(target, draft, torch.tensor([[1, 2, 3]] * 2), 12, tree=(3, 2, 2), verifier="otlp",
+                            draft_top_k=8, seed=0, eos_token_id=None).stats
+        per_round[V] = stats.host_bytes_per_round
+        assert stats.host_bytes_per_round < 4096 * 8 / 4, V  # a quarter of one float64 law row at V = 4096
+    assert per_round[4096] < 1.5 * per_round[256]
