@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from multidraft.bench import REGIMES, make_pairs
+from multidraft.bench.baselines import ONE_READ, THREADED
 from multidraft.bench.cli import main, parse_grid
 from multidraft.bench.methods import METHODS
 from multidraft.bench.runner import ALPHA_TOL
@@ -42,6 +43,9 @@ def test_tiny_run_writes_json_and_csv_with_agreeing_alpha(tmp_path, capsys):
     assert status == 0
     table = capsys.readouterr().out
     assert all(m.label in table for m in METHODS.values())
+    threads = table[table.index("| regime | verifier |"):]
+    assert f"| peaked | {ONE_READ} | - |" in threads  # the floor of the thread table, then every verifier
+    assert all(f"| peaked | {name} | (" in threads for name in THREADED)
 
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["meta"]["seed"] is not None and "peaked" in results["meta"]["regimes"]

@@ -189,36 +189,56 @@ class ThreadRow:
         return self.one_thread_ms / self.all_threads_ms
 
 
+#: The first row of each regime in the thread table: the floor, one read of the batch's p and q.
+ONE_READ = "one read of p and q (acceptance_rate)"
+
+
 def run_thread_scaling(regimes: Sequence[str], V: int, seed: int, B: int = 64, k: int = 100, n: int = 2,
-                       repeats: int = 7) -> List[ThreadRow]:
+                       repeats: int = 15) -> List[ThreadRow]:
     """Median ms of one batched ``v.verify`` of B distinct (p, q) rows with one C++ thread and with
     ``md.get_num_threads()`` (all usable cores), for the verifiers of :data:`THREADED` (n drafts each,
-    "sps" one, "spechub" two)."""
+    "sps" one, "spechub" two), after the floor (:data:`ONE_READ`: ``md.acceptance_rate`` of the
+    batch, one pass over p and q on the same threads), whose speedup is what this machine's memory
+    gives two threads reading these bytes. The two thread counts alternate call by call, so a
+    slow spell of the machine falls on both."""
     threads = md.get_num_threads()
     rows = []
     try:
         for regime in regimes:
             p, q = make_pairs(regime, V, k, B, derive_seed(seed, regime, k, "threads"))
+            rows.append(ThreadRow(regime, ONE_READ, k, 0, B, threads,
+                                  *_alternating(lambda r: md.acceptance_rate(p, q), threads, repeats)))
             for name in THREADED:
                 v = md.verifier(name, **VERIFIERS[name])
                 rng = np.random.default_rng(derive_seed(seed, regime, k, n, "threads"))
                 m = _drafts_of(name, n) if _applies(name, n) else 2
                 drafts = np.stack([v.draft(row, m, rng) for row in q])
-                medians = []
-                for count in (1, threads):
-                    md.set_num_threads(count)
-                    v.verify(p, q, drafts, 0)  # warm-up
-                    medians.append(float(np.median([time_ms(v.verify, p, q, drafts, r)[0] for r in range(repeats)])))
+                medians = _alternating(lambda r: v.verify(p, q, drafts, r), threads, repeats)
                 rows.append(ThreadRow(regime, name, k, m, B, threads, *medians))
     finally:
         md.set_num_threads(threads)
     return rows
 
 
+def _alternating(call, threads: int, repeats: int) -> Tuple[float, float]:
+    """(median ms with one thread, with ``threads``) of ``call(r)``, the counts alternating call by
+    call after a warm-up of each."""
+    times: Dict[int, List[float]] = {1: [], threads: []}
+    for count in (1, threads):
+        md.set_num_threads(count)
+        call(0)
+    for r in range(repeats):
+        for count in (1, threads):
+            md.set_num_threads(count)
+            times[count].append(time_ms(call, r)[0])
+    return float(np.median(times[1])), float(np.median(times[threads]))
+
+
 def thread_table(rows: Sequence[ThreadRow]) -> str:
     head = ["regime", "verifier", "(k, n)", "B", "1 thread (ms)", "threads", "all threads (ms)", "speedup"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        lines.append(f"| {r.regime} | {r.verifier} | ({r.k}, {r.n}) | {r.B} | {r.one_thread_ms:.3g} | {r.threads} | "
+        pair = "-" if r.verifier == ONE_READ else f"({r.k}, {r.n})"
+        lines.append(f"| {r.regime} | {r.verifier} | {pair} | {r.B} | {r.one_thread_ms:.3g} | {r.threads} | "
                      f"{r.all_threads_ms:.3g} | {r.speedup:.2f}x |")
     return "\n".join(lines)

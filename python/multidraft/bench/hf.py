@@ -16,7 +16,9 @@ exactly ``--new-tokens`` tokens):
 
 Reported per method: tokens per target forward pass (a forward hook counts the passes), median
 wall time over ``--repeats`` runs after one warm-up run, and for multidraft the target positions
-computed per round (tokens fed to the target) and the acceptance per draft position, the relative
+computed per round (tokens fed to the target), the bytes copied to the host per round
+(``GenerationStats.host_bytes_per_round``; with ``--device-path`` CPU models take the accelerator's
+path, so this is what would cross a PCIe bus) and the acceptance per draft position, the relative
 costs of the round (``multidraft.bench.cost_model.measured_costs``: a draft pass and the
 verification in target passes, a target pass in plain sampling steps) and the speedup the cost
 model predicts from them against the measured one. Then the cost model's PREDICTED speedups at
@@ -132,7 +134,9 @@ def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
                              measured_speedup=plain / seconds,
                              predicted_speedup=cost_model.predicted_speedup(acceptance, costs.cost_ratio,
                                                                             costs.overhead, costs.target_step),
-                             target_positions_per_round=sum(o.multidraft.target_positions for o in outputs) / rounds))
+                             target_positions_per_round=sum(o.multidraft.target_positions for o in outputs) / rounds,
+                             host_bytes_per_round=sum(o.multidraft.host_bytes for o in outputs)
+                             / sum(o.multidraft.target_calls for o in outputs)))
     finally:
         hook.remove()
     return rows
@@ -182,14 +186,15 @@ def format_many_rounds(rows: List[dict]) -> str:
 
 
 def format_rows(rows: List[dict]) -> str:
-    lines = ["| method | n | L | tokens per target pass | wall time (s) | target positions per round | acceptance per "
-             "position | draft pass / target pass | verification / target pass | target pass / plain step | "
-             "speedup measured (predicted) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| method | n | L | tokens per target pass | wall time (s) | target positions per round | host bytes per "
+             "round | acceptance per position | draft pass / target pass | verification / target pass | target pass / "
+             "plain step | speedup measured (predicted) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        cells = [f"{r['target_positions_per_round']:.1f}", " ".join(f"{a:.2f}" for a in r["acceptance"]),
+        cells = [f"{r['target_positions_per_round']:.1f}", f"{r['host_bytes_per_round']:.0f}",
+                 " ".join(f"{a:.2f}" for a in r["acceptance"]),
                  f"{r['cost_ratio']:.2f}", f"{r['overhead']:.2f}", f"{r['target_step']:.1f}",
-                 f"{r['measured_speedup']:.2f} ({r['predicted_speedup']:.2f})"] if "acceptance" in r else ["-"] * 6
+                 f"{r['measured_speedup']:.2f} ({r['predicted_speedup']:.2f})"] if "acceptance" in r else ["-"] * 7
         lines.append(f"| {r['method']} | {r['n']} | {r.get('draft_length', '-')} | {r['tokens_per_pass']:.2f} | {r['seconds']:.3f} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -206,6 +211,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: shared cores)")
     parser.add_argument("--device", default="cpu", help="torch device of the models and prompts (e.g. cuda)")
+    parser.add_argument("--device-path", action="store_true", help="CPU tensors take the path of an accelerator's "
+                        "(laws on the device, compressed problems to the host) instead of the core reading them in place")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
                         help="dtype of the models' weights")
     parser.add_argument("--draft-length", default="4", help="draft lengths L, comma-separated (e.g. 2,4,6)")
@@ -231,6 +238,10 @@ def main(argv=None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(args.threads)
+    if args.device_path:
+        from .. import _device
+
+        _device.CPU_ON_HOST = False
     tokenizer = AutoTokenizer.from_pretrained(args.pair / "tokenizer")
     dtype = getattr(torch, args.dtype)
     target = AutoModelForCausalLM.from_pretrained(args.pair / "target", dtype=dtype).eval().to(args.device)
@@ -238,7 +249,7 @@ def main(argv=None) -> int:
     prompt = tokenizer(args.prompt, return_tensors="pt").input_ids.to(args.device)
     print(f"prompt {args.prompt!r} ({prompt.shape[1]} tokens), {args.new_tokens} new tokens, "
           f"{args.repeats} runs after a warm-up (medians), {args.threads} torch thread(s), models on "
-          f"{args.device} in {args.dtype}")
+          f"{args.device} in {args.dtype}" + (" (the accelerator's path)" if args.device_path else ""))
     fractions = [float(f) for f in args.prune.split(",") if f]
     lengths = [int(length) for length in args.draft_length.split(",")]
     configs = [(name, int(n)) for name, n in (pair.split(":") for pair in args.configs.split(",") if pair)]

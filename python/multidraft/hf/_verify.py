@@ -29,7 +29,7 @@ def verify_row(tree: RoundTree, p: Callable[[int], torch.Tensor], rng: np.random
         if group is None:  # a leaf accepted: the bonus token
             tokens.append(int(to_host(sample_rows(p(node)[None], rng))[0]))
             return tokens, path
-        token, accepted = to_host(torch.stack(group.verifier.verify(p(node), group.q, group.drafts, rng)).long())
+        token, accepted = (to_host(x) for x in group.verifier.verify(p(node), group.q, group.drafts, rng))
         tokens.append(int(token))
         stats.record(tree.depths[node], len(group.drafts), accepted)
         if not accepted:
