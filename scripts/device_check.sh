@@ -4,16 +4,17 @@
 # Brought along, git-ignored: .whl/ (the cmeel-eigen 3.4.1 and pybind11 3.1.0 wheels: pip download
 # --no-deps) and gpu-pair/ (the trained pair of scripts/train_pair.py in bfloat16, with its tokenizer;
 # docs/benchmarks/gpu.md says how it was made). It builds the core for this machine, runs the device
-# tests on CUDA, times one verify per tree level on the device path against the host path
-# (scripts/device_check.py) and generation against target.generate and assisted generation
-# (python -m multidraft.bench --generation --device cuda). Outputs go to $OUT (default build/device-check).
+# tests on CUDA (the generation loop on the device included), times one verify per tree level on the
+# device path against the host path (scripts/device_check.py) and generation against target.generate
+# and assisted generation (python -m multidraft.bench --generation --device cuda), and two threads
+# against one on the host's CPU (the thread table). Outputs go to $OUT (default build/device-check).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/device-check}
 PY=${PY:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-tests verify generation}  # the parts to run after the build
+STEPS=${STEPS:-tests verify generation threads}  # the parts to run after the build
 step() { echo "== $* ($(date +%T))" | tee -a "$OUT/steps.txt"; }
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
 
@@ -28,7 +29,7 @@ PYTHONPATH=/tmp/site cmake -S . -B build/gpu -DMULTIDRAFT_NATIVE=ON -DPython_EXE
 mkdir -p python/multidraft/_isa/native && cp build/gpu/native/_core*.so python/multidraft/_isa/native/
 export PYTHONPATH=python:/tmp/site
 
-wanted tests && step "device tests on CUDA" && MULTIDRAFT_TEST_DEVICE=cuda timeout 150 $PY -m pytest -q -p no:cacheprovider tests/device 2>&1 | tail -25 | tee "$OUT/tests.txt"
+wanted tests && step "device tests on CUDA" && MULTIDRAFT_TEST_DEVICE=cuda timeout 300 $PY -m pytest -q -p no:cacheprovider tests/device 2>&1 | tail -25 | tee "$OUT/tests.txt"
 wanted verify && step "verification: device path against host path" && timeout 200 $PY scripts/device_check.py --device cuda --out "$OUT/verify.json" | tee "$OUT/verify.md"
 # torch first: a torch built with pybind11 3.0 (torch 2.11) crashes when imported after a module of pybind11
 # 3.1 (docs/benchmarks/gpu.md, "Import order")
@@ -36,4 +37,9 @@ wanted generation && step "generation" && timeout 300 $PY -c "import torch, sys;
 sys.exit(main(sys.argv[1:]))" --generation --pair gpu-pair --draft draft --device cuda --dtype bfloat16 \
     --configs sps:1,global_resolution:2,global_resolution:4,otlp:2 --draft-length 4 --new-tokens 64 --repeats 3 \
     --draft-top-k 16 2>&1 | grep -v "Loading weights" | tee "$OUT/generation.md"
+# two threads against one on 64 rows of V = 32000 on this host's CPU, whose memory serves several cores
+# (docs/benchmarks/first-call.md: the development VM's does not)
+wanted threads && step "two threads on 64 rows" && timeout 150 $PY -c "from multidraft.bench.baselines import run_thread_scaling, thread_table
+from multidraft.bench.distributions import DEFAULT_SEED
+print(thread_table(run_thread_scaling(['peaked', 'flat'], 32000, DEFAULT_SEED, threads=2)))" | tee "$OUT/threads.md"
 step done

@@ -194,14 +194,15 @@ ONE_READ = "one read of p and q (acceptance_rate)"
 
 
 def run_thread_scaling(regimes: Sequence[str], V: int, seed: int, B: int = 64, k: int = 100, n: int = 2,
-                       repeats: int = 15) -> List[ThreadRow]:
+                       repeats: int = 15, threads: Optional[int] = None) -> List[ThreadRow]:
     """Median ms of one batched ``v.verify`` of B distinct (p, q) rows with one C++ thread and with
-    ``md.get_num_threads()`` (all usable cores), for the verifiers of :data:`THREADED` (n drafts each,
+    ``threads`` (default ``md.get_num_threads()``, all usable cores), for the verifiers of :data:`THREADED` (n drafts each,
     "sps" one, "spechub" two), after the floor (:data:`ONE_READ`: ``md.acceptance_rate`` of the
     batch, one pass over p and q on the same threads), whose speedup is what this machine's memory
     gives two threads reading these bytes. The two thread counts alternate call by call, so a
     slow spell of the machine falls on both."""
-    threads = md.get_num_threads()
+    usable = md.get_num_threads()
+    threads = threads or usable
     rows = []
     try:
         for regime in regimes:
@@ -216,7 +217,7 @@ def run_thread_scaling(regimes: Sequence[str], V: int, seed: int, B: int = 64, k
                 medians = _alternating(lambda r: v.verify(p, q, drafts, r), threads, repeats)
                 rows.append(ThreadRow(regime, name, k, m, B, threads, *medians))
     finally:
-        md.set_num_threads(threads)
+        md.set_num_threads(usable)
     return rows
 
 

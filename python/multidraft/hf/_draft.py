@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-import numpy as np
 import torch
 
 from ._laws import truncate_draft
