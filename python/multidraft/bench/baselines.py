@@ -196,10 +196,10 @@ ONE_READ = "one read of p and q (acceptance_rate)"
 def run_thread_scaling(regimes: Sequence[str], V: int, seed: int, B: int = 64, k: int = 100, n: int = 2,
                        repeats: int = 15, threads: Optional[int] = None) -> List[ThreadRow]:
     """Median ms of one batched ``v.verify`` of B distinct (p, q) rows with one C++ thread and with
-    ``threads`` (default ``md.get_num_threads()``, all usable cores), for the verifiers of :data:`THREADED` (n drafts each,
-    "sps" one, "spechub" two), after the floor (:data:`ONE_READ`: ``md.acceptance_rate`` of the
-    batch, one pass over p and q on the same threads), whose speedup is what this machine's memory
-    gives two threads reading these bytes. The two thread counts alternate call by call, so a
+    ``threads`` (default ``md.get_num_threads()``, all usable cores), for the verifiers of
+    :data:`THREADED` (n drafts each, "sps" one, "spechub" two), after the floor (:data:`ONE_READ`:
+    ``md.acceptance_rate`` of the batch, one pass over p and q on the same threads), whose speedup
+    is what this machine's memory gives that many threads reading these bytes. The two thread counts alternate call by call, so a
     slow spell of the machine falls on both."""
     usable = md.get_num_threads()
     threads = threads or usable

@@ -1,9 +1,9 @@
 """Next-token laws of the target and the draft: what the verifier sees and what drafts are drawn from.
 
 A law maps logits (N, V) and, when it needs them, the N token prefixes they follow to float64
-probabilities (N, V), a tensor on the logits' device: the loop keeps laws where the models are. :func:`warp_probabilities` (temperature, top-k, top-p) serves
-:func:`multidraft.hf.generate`; transformers' logits processors serve :func:`multidraft.hf.decode`.
-The SAME law is applied to the target and the draft logits at every position, with the position's
+probabilities (N, V), a tensor on the logits' device: the loop keeps laws where the models are.
+:func:`warp_probabilities` (temperature, top-k, top-p) serves :func:`multidraft.hf.generate`;
+transformers' logits processors serve :func:`multidraft.hf.decode`. The SAME law is applied to the target and the draft logits at every position, with the position's
 own prefix (the draft tokens before it included).
 """
 from __future__ import annotations
@@ -123,9 +123,9 @@ def sampling_options(temperature, top_k, top_p):
 
 
 class Law:
-    """``law(logits (N, V) tensor, prefixes, owners) -> (N, V) float64 tensor`` on the logits' device. ``prefixes``: N lists of
-    token ids (the full row as transformers sees it, left padding included), built only when
-    ``uses_prefixes`` (processors read them; temperature/top-k/top-p do not); ``owners``: the
+    """``law(logits (N, V) tensor, prefixes, owners) -> (N, V) float64 tensor`` on the logits'
+    device. ``prefixes``: N lists of token ids (the full row as transformers sees it, left padding
+    included), built only when ``uses_prefixes`` (processors read them; temperature/top-k/top-p do not); ``owners``: the
     batch row of each of the N positions (processors may keep per-row state)."""
 
     def __init__(self, function: Callable, uses_prefixes: bool):

@@ -159,8 +159,9 @@ class AffinityMatrix:
             if device not in self._on_device:
                 rows = np.repeat(np.arange(self.V, dtype=np.int64), np.diff(self.indptr))
                 where = torch.from_numpy(np.stack([self.indices.astype(np.int64), rows]))
+                values = torch.from_numpy(self.values.copy())
                 self._on_device[device] = torch.sparse_coo_tensor(
-                    where, torch.from_numpy(self.values.copy()), (self.V, self.V), check_invariants=True).coalesce().to(device)
+                    where, values, (self.V, self.V), check_invariants=True).coalesce().to(device)
             return self._on_device[device]
 
     def sample(self, q_prime, n: int = 1, rng: check.RngLike = None) -> np.ndarray:
