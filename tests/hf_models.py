@@ -66,10 +66,10 @@ def sequence_law(model, prompt, length: int, temperature=1.0, top_k=None, top_p=
     """Exact law of the first ``length`` sampled tokens: (sequences (V**length, length), probs)."""
     V = model.config.vocab_size
     sequences = np.array(list(itertools.product(range(V), repeat=length)), dtype=np.int64)
-    ids = torch.cat([torch.tensor(prompt).repeat(len(sequences), 1), torch.as_tensor(sequences)], 1)
+    ids = torch.from_numpy(np.concatenate([np.tile(prompt, (len(sequences), 1)), sequences], 1)).to(model.device)
     with torch.inference_mode():
         logits = model(input_ids=ids).logits[:, len(prompt) - 1: -1]
-    steps = warp_probabilities(logits, temperature, top_k, top_p).numpy()  # (V**length, length, V)
+    steps = warp_probabilities(logits, temperature, top_k, top_p).cpu().numpy()  # (V**length, length, V)
     probs = np.prod(np.take_along_axis(steps, sequences[:, :, None], axis=2)[:, :, 0], axis=1)
     return sequences, probs
 
@@ -79,13 +79,13 @@ def processed_sequence_law(model, prompt, length: int, processors):
     (applied at every step with that step's prefix): (sequences (V**length, length), probs)."""
     V = model.config.vocab_size
     sequences = np.array(list(itertools.product(range(V), repeat=length)), dtype=np.int64)
-    ids = torch.cat([torch.tensor(prompt).repeat(len(sequences), 1), torch.as_tensor(sequences)], 1)
+    ids = torch.from_numpy(np.concatenate([np.tile(prompt, (len(sequences), 1)), sequences], 1)).to(model.device)
     with torch.inference_mode():
         logits = model(input_ids=ids).logits[:, len(prompt) - 1: -1].float()
     probs = np.ones(len(sequences))
     for t in range(length):
         scores = processors(ids[:, : len(prompt) + t], logits[:, t].clone())
-        step = torch.softmax(scores.double(), dim=-1).numpy()
+        step = torch.softmax(scores.double(), dim=-1).cpu().numpy()
         probs *= step[np.arange(len(sequences)), sequences[:, t]]
     return sequences, probs
 
