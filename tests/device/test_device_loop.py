@@ -121,3 +121,24 @@ def test_host_traffic_per_round_does_not_grow_with_the_vocabulary():
         per_round[V] = stats.host_bytes_per_round
         assert stats.host_bytes_per_round < 4096 * 8 / 4, V  # a quarter of one float64 law row at V = 4096
     assert per_round[4096] < 1.5 * per_round[256]
+
+
+@pytest.mark.parametrize("setting", [(1.0, None, None), (0.7, 5, None), (1.3, 8, 0.8), (0.0, None, None)])
+def test_the_loop_laws_on_the_device_are_the_numpy_laws_and_do_not_depend_on_the_batch(setting):
+    """warp_probabilities and the draft's top-k cut on a tensor: the NumPy input's laws, and each row
+    the same alone as in its batch, bit for bit (ties in the logits included)."""
+    from multidraft.hf._laws import truncate_draft
+
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(6, 50)) * 3
+    logits[1, :10] = logits[1, 10]  # ties at the top-k cut
+    on_device = hf.warp_probabilities(torch.tensor(logits), *setting)
+    np.testing.assert_allclose(on_device.cpu().numpy(), hf.warp_probabilities(logits, *setting), rtol=0, atol=1e-15)
+    for k in (3, "auto"):
+        cut = truncate_draft(on_device, k)
+        assert cut.device == on_device.device and cut.dtype == torch.float64
+        np.testing.assert_allclose(cut.cpu().numpy(), truncate_draft(on_device.cpu().numpy(), k), rtol=0, atol=1e-15)
+        for row in range(len(logits)):
+            assert torch.equal(truncate_draft(on_device[row:row + 1], k)[0], cut[row])
+    for row in range(len(logits)):
+        assert torch.equal(hf.warp_probabilities(torch.tensor(logits[row]), *setting), on_device[row])
