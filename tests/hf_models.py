@@ -16,6 +16,8 @@ from transformers import (Gemma2Config, Gemma2ForCausalLM, GPT2Config, GPT2LMHea
                           GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM)
 
+import multidraft as md
+from multidraft import hf
 from multidraft.hf import warp_probabilities
 
 # Tiny models run fastest on one thread, and several threads crawl when the cores are shared.
@@ -104,6 +106,26 @@ def assert_follows(generated, sequences, probs, V, label):
     keep = exp > 0
     pvalue = stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
     assert pvalue > 1e-4, f"{label}: chi-square p-value {pvalue:.2e}"
+
+
+#: Prompts of different lengths, left-padded into one batch by :func:`batch_and_rows`.
+BATCH_PROMPTS = ([1, 2, 3, 4, 5], [6], [2, 7, 3])
+
+
+def batch_and_rows(target, draft, new_tokens: int, seed: int, **options):
+    """``hf.generate`` of :data:`BATCH_PROMPTS` left-padded into one batch with ``seed``, and of each
+    prompt alone with its row's seed (``md.row_seeds``): (the batch's input ids (B, width), its
+    sequences, [(row b's new tokens in the batch, its new tokens alone)])."""
+    width = max(map(len, BATCH_PROMPTS))
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in BATCH_PROMPTS])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in BATCH_PROMPTS])
+    batch = hf.generate(target, draft, ids, new_tokens, attention_mask=mask, seed=seed, pad_token_id=0, **options)
+    seeds = md.row_seeds(seed, len(BATCH_PROMPTS))
+    rows = [(batch.sequences[b, width:].tolist(),
+             hf.generate(target, draft, torch.tensor([prompt]), new_tokens, seed=int(seeds[b]),
+                         **options).sequences[0, len(prompt):].tolist())
+            for b, prompt in enumerate(BATCH_PROMPTS)]
+    return ids, batch.sequences, rows
 
 
 def word_tokenizer(V: int):

@@ -230,6 +230,14 @@ class Law:
                          f"at V = {self.raw.shape[-1]}), but sums to {total!r}{where}")
 
 
+def refuse_failed(*laws: Law) -> None:
+    """Read the laws' refusal flags in one host read; the first law that failed explains itself."""
+    torch = _torch()
+    for law, failed in zip(laws, to_host(torch.stack([law.bad for law in laws]))):
+        if failed:
+            law.refuse()
+
+
 def laws(p, q, n: Optional[int], kind: str, device):
     """Validated laws of a call, in the layout of :func:`schemes.batched_inputs`:
     ``(p Law (B, V), q Law (B, rows, V), n, batched)``; ``p`` may be None (draft-only calls)."""
@@ -587,10 +595,7 @@ def acceptance_rate(p, q):
     _begin()
     device = call_device(p=p, q=q)
     target, draft, _, batched = laws(p, q, 1, "iid", device)
-    failed = to_host(torch.stack([target.bad, draft.bad]))
-    for law, bad in zip((target, draft), failed):
-        if bad:
-            law.refuse()
+    refuse_failed(target, draft)
     out = row_sums(torch.minimum(target.values / target.scale.unsqueeze(-1),
                                  draft.values[:, 0] / draft.scale[:, :1]))
     return out if batched else out[0]

@@ -15,7 +15,7 @@ from transformers import (LlamaConfig, LlamaForCausalLM, LogitsProcessorList, Re
 
 import multidraft as md
 from multidraft import hf
-from hf_models import assert_follows, processed_sequence_law, sequence_law, tiny_pair
+from hf_models import assert_follows, batch_and_rows, processed_sequence_law, sequence_law, tiny_pair
 
 PROMPT = [1, 2, 3]
 LENGTH = 3
@@ -89,19 +89,10 @@ def test_greedy_on_the_device_is_the_target_greedy_output(pairs):
 
 def test_a_batch_on_the_device_equals_its_rows_one_at_a_time(pairs):
     target, draft = pairs["gpt2"]
-    prompts = [[1, 2, 3, 4, 5], [6], [2, 7, 3]]
-    width = max(map(len, prompts))
-    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    batch = hf.generate(target, draft, ids, 9, num_drafts=3, draft_length=3, verifier="global_resolution", seed=11,
-                        attention_mask=mask, top_k=5, eos_token_id=3, pad_token_id=0)
-    seeds = md.row_seeds(11, len(prompts))
-    for b, prompt in enumerate(prompts):
-        single = hf.generate(target, draft, torch.tensor([prompt]), 9, num_drafts=3, draft_length=3,
-                             verifier="global_resolution", seed=int(seeds[b]), top_k=5,
-                             eos_token_id=3).sequences[0, len(prompt):]
-        row = batch.sequences[b, width:].tolist()
-        assert row[: len(single)] == single.tolist() and set(row[len(single):]) <= {0}
+    _, _, rows = batch_and_rows(target, draft, 9, 11, num_drafts=3, draft_length=3, verifier="global_resolution",
+                                top_k=5, eos_token_id=3)
+    for row, single in rows:
+        assert row[: len(single)] == single and set(row[len(single):]) <= {0}
 
 
 def test_host_traffic_per_round_does_not_grow_with_the_vocabulary():
@@ -142,3 +133,47 @@ def test_the_loop_laws_on_the_device_are_the_numpy_laws_and_do_not_depend_on_the
             assert torch.equal(truncate_draft(on_device[row:row + 1], k)[0], cut[row])
     for row in range(len(logits)):
         assert torch.equal(hf.warp_probabilities(torch.tensor(logits[row]), *setting), on_device[row])
+
+
+def test_a_leaf_token_drawn_on_the_device_follows_its_law():
+    """_device.sample_rows (the bonus token at a leaf): frequencies over 40000 seeds match the law
+    within 5 standard deviations, a token of mass 0 (between, before and after the positive ones)
+    is never drawn, a one-hot law gives its token, and a batch equals its rows one at a time."""
+    from multidraft import _device
+
+    law = torch.tensor([0.0, 0.3, 0.0, 1e-3, 0.45, 0.249, 0.0], dtype=torch.float64)
+    rows = 40_000
+    tokens = _device.sample_rows(law.expand(rows, -1), np.arange(rows)).cpu().numpy()
+    expected = law.cpu().numpy()
+    frequencies = np.bincount(tokens, minlength=len(expected)) / rows
+    assert np.all(np.abs(frequencies - expected) <= 5 * np.sqrt(expected * (1 - expected) / rows) + 1e-12)
+    assert np.all(frequencies[expected == 0] == 0)
+    one_hot = torch.zeros(3, 5, dtype=torch.float64).scatter_(1, torch.tensor([[4], [0], [2]]), 1.0)
+    assert _device.sample_rows(one_hot, [1, 2, 3]).tolist() == [4, 0, 2]
+    batch = _device.sample_rows(law.expand(8, -1), np.arange(8))
+    assert [int(_device.sample_rows(law[None], [s])[0]) for s in range(8)] == batch.tolist()
+
+
+def test_an_rdk_proposal_on_the_device_is_the_host_one_from_every_thread():
+    """AffinityMatrix.proposal of a tensor: a sparse product on the device (M^T built once per
+    device, under a lock) equal to the core's on the NumPy input, the same from 4 threads at once."""
+    import threading
+
+    rng = np.random.default_rng(5)
+    M = md.rdk.AffinityMatrix.from_dense(rng.dirichlet(np.full(40, 0.2), size=40))
+    q_prime = rng.dirichlet(np.full(40, 0.3), size=6)
+    expected = M.proposal(q_prime)
+    results = []
+
+    def work():
+        results.append(M.proposal(torch.tensor(q_prime)).cpu().numpy())
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4
+    for result in results:
+        np.testing.assert_allclose(result, expected, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(M.proposal(torch.tensor(q_prime[0])).cpu().numpy(), expected[0], rtol=0, atol=1e-15)

@@ -23,8 +23,8 @@ from transformers import (LlamaConfig, LlamaForCausalLM, LogitsProcessorList, Re
 
 import multidraft as md
 from multidraft import hf
-from hf_models import (FAMILIES, assert_follows, processed_sequence_law, sequence_law, tiny_model, tiny_pair,
-                       word_tokenizer)
+from hf_models import (FAMILIES, assert_follows, batch_and_rows, processed_sequence_law, sequence_law, tiny_model,
+                       tiny_pair, word_tokenizer)
 
 PROMPT = [1, 2, 3]
 SAMPLES = 1200
@@ -147,19 +147,11 @@ def test_same_seed_same_output_and_other_seeds_differ(pairs):
 @pytest.mark.parametrize("family", ["gpt2", "mistral"])
 def test_batch_equals_one_prompt_at_a_time(family, eos, pairs):
     target, draft = pairs[family]
-    prompts = [[1, 2, 3, 4, 5], [6], [2, 7, 3]]
-    width = max(map(len, prompts))
-    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    batch = hf.generate(target, draft, ids, 9, num_drafts=3, draft_length=3, verifier="spectr", seed=11,
-                        attention_mask=mask, top_k=5, eos_token_id=eos, pad_token_id=0)
-    seeds = md.row_seeds(11, len(prompts))
-    for b, prompt in enumerate(prompts):
-        single = hf.generate(target, draft, torch.tensor([prompt]), 9, num_drafts=3, draft_length=3,
-                             verifier="spectr", seed=int(seeds[b]), top_k=5, eos_token_id=eos).sequences[0, len(prompt):]
-        row = batch.sequences[b, width:].tolist()
-        assert row[: len(single)] == single.tolist() and set(row[len(single):]) <= {0}
-    assert torch.equal(batch.sequences[:, :width], ids)
+    ids, sequences, rows = batch_and_rows(target, draft, 9, 11, num_drafts=3, draft_length=3, verifier="spectr",
+                                          top_k=5, eos_token_id=eos)
+    for row, single in rows:
+        assert row[: len(single)] == single and set(row[len(single):]) <= {0}
+    assert torch.equal(sequences[:, :ids.shape[1]], ids)
 
 
 @pytest.mark.parametrize("family", ["llama", "mistral", "gemma2"])

@@ -13,7 +13,7 @@ import torch
 
 import multidraft as md
 from multidraft import hf
-from hf_models import FAMILIES, assert_follows, sequence_law, tiny_pair
+from hf_models import FAMILIES, assert_follows, batch_and_rows, sequence_law, tiny_pair
 from test_hf import LEFT_PADDED, MASK, PROMPT, SAMPLES
 
 UNBALANCED = hf.Tree([-1, -1, 0, 0, 2, 1])  # a deep first child, a shallow second one
@@ -109,17 +109,9 @@ def test_kept_tree_caches_give_what_re_encoding_gives(family, pairs):
 
 def test_tree_batches_equal_one_prompt_at_a_time(pairs):
     target, draft = pairs["qwen2"]
-    prompts = [[1, 2, 3, 4, 5], [6], [2, 7, 3]]
-    width = max(map(len, prompts))
-    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    batch = hf.generate(target, draft, ids, 9, tree=(3, 2), verifier="khisti", seed=11, attention_mask=mask,
-                        top_k=5, pad_token_id=0)
-    seeds = md.row_seeds(11, len(prompts))
-    for b, prompt in enumerate(prompts):
-        single = hf.generate(target, draft, torch.tensor([prompt]), 9, tree=(3, 2), verifier="khisti",
-                             seed=int(seeds[b]), top_k=5).sequences[0, len(prompt):]
-        assert batch.sequences[b, width:].tolist() == single.tolist()
+    _, _, rows = batch_and_rows(target, draft, 9, 11, tree=(3, 2), verifier="khisti", top_k=5)
+    for row, single in rows:
+        assert row == single
 
 
 def test_tree_shapes():

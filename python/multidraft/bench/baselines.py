@@ -199,8 +199,8 @@ def run_thread_scaling(regimes: Sequence[str], V: int, seed: int, B: int = 64, k
     ``threads`` (default ``md.get_num_threads()``, all usable cores), for the verifiers of
     :data:`THREADED` (n drafts each, "sps" one, "spechub" two), after the floor (:data:`ONE_READ`:
     ``md.acceptance_rate`` of the batch, one pass over p and q on the same threads), whose speedup
-    is what this machine's memory gives that many threads reading these bytes. The two thread counts alternate call by call, so a
-    slow spell of the machine falls on both."""
+    is what this machine's memory gives that many threads reading these bytes. The two thread
+    counts alternate call by call, so a slow spell of the machine falls on both."""
     usable = md.get_num_threads()
     threads = threads or usable
     rows = []

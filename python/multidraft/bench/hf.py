@@ -87,7 +87,7 @@ def pruned_drafters(draft, dataset: Path, fractions: Sequence[float]):
 
 
 def _total(stats):
-    """The statistics of several runs added up (the fields the cost model reads)."""
+    """The statistics of several runs added up (the fields the cost model and the table read)."""
     from ..hf import GenerationStats
 
     first = stats[0]
@@ -96,6 +96,7 @@ def _total(stats):
                            draft_seconds=sum(s.draft_seconds for s in stats),
                            target_seconds=sum(s.target_seconds for s in stats),
                            verify_seconds=sum(s.verify_seconds for s in stats),
+                           host_bytes=sum(s.host_bytes for s in stats),
                            reached=sum(s.reached for s in stats), accepted=sum(s.accepted for s in stats))
 
 
@@ -135,8 +136,7 @@ def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
                              predicted_speedup=cost_model.predicted_speedup(acceptance, costs.cost_ratio,
                                                                             costs.overhead, costs.target_step),
                              target_positions_per_round=sum(o.multidraft.target_positions for o in outputs) / rounds,
-                             host_bytes_per_round=sum(o.multidraft.host_bytes for o in outputs)
-                             / sum(o.multidraft.target_calls for o in outputs)))
+                             host_bytes_per_round=stats.host_bytes_per_round))
     finally:
         hook.remove()
     return rows

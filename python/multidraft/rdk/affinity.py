@@ -143,8 +143,7 @@ class AffinityMatrix:
             return _device.host_tensors(self.proposal(_device.host_view(q_prime, "q_prime")))
         device = _device.call_device(q_prime=q_prime)
         law = _device.Law(q_prime, "q_prime", device, (1, 2))
-        if _device.to_host(law.bad):
-            law.refuse()
+        _device.refuse_failed(law)
         if law.raw.shape[-1] != self.V:
             raise ValueError(f"'q_prime' has vocabulary size {law.raw.shape[-1]}, but M has {self.V}")
         rows = law.raw.reshape(-1, self.V).double() / law.sums.reshape(-1, 1)
