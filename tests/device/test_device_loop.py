@@ -15,7 +15,7 @@ from transformers import (LlamaConfig, LlamaForCausalLM, LogitsProcessorList, Re
 
 import multidraft as md
 from multidraft import hf
-from hf_models import assert_follows, batch_and_rows, processed_sequence_law, sequence_law, tiny_pair
+from hf_models import FAMILIES, assert_follows, batch_and_rows, processed_sequence_law, sequence_law, tiny_pair
 
 PROMPT = [1, 2, 3]
 LENGTH = 3
@@ -27,14 +27,14 @@ def pairs():
     """{family: (target, draft)} on the tests' device (tests/device/conftest.py)."""
     from .conftest import DEVICE
 
-    return {family: tuple(m.to(DEVICE) for m in tiny_pair(family)) for family in ("gpt2", "llama", "mistral", "qwen2")}
+    return {family: tuple(m.to(DEVICE) for m in tiny_pair(family)) for family in FAMILIES}
 
 
 # (family, verifier, n, (temperature, top_k, top_p), draft_top_k): an exact plan on the compressed
 # problem (otlp, global_resolution, khisti), the baselines' residual laws, a fixed-n verifier
 CASES = [("llama", "global_resolution", 2, (1.0, None, None), None), ("mistral", "otlp", 4, (0.6, 4, None), 3),
-         ("gpt2", "khisti", 2, (1.4, 6, 0.85), None), ("qwen2", "spechub", 2, (1.0, None, None), None),
-         ("llama", "rrs_without_replacement", 4, (1.4, 6, 0.85), 2), ("gpt2", "sps", 1, (0.6, 4, None), None)]
+         ("gemma2", "khisti", 2, (1.4, 6, 0.85), None), ("qwen2", "spechub", 2, (1.0, None, None), None),
+         ("llama", "rrs_without_replacement", 4, (1.4, 6, 0.85), 2), ("gpt_neox", "sps", 1, (0.6, 4, None), None)]
 
 
 @pytest.mark.parametrize("family, name, n, setting, draft_top_k", CASES, ids=lambda c: str(c))
