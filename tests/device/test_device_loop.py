@@ -1,10 +1,12 @@
 """The generation loop (multidraft.hf) on the device path: models, logits, laws, drafts and
 verification on the tensors' device (the CPU here, through exactly the path of a CUDA tensor; an
 accelerator with MULTIDRAFT_TEST_DEVICE). The law of the first 3 tokens follows the target's
-enumerated sequence law (the seeded chi-square of tests/hf) for verifiers of every kind, through
-both entry points, with transformers' processors and with an out-of-vocabulary draft through RDK;
-greedy decoding is the target's own; a batch equals its rows one at a time; and what crosses to
-the host per round does not grow with the vocabulary."""
+enumerated sequence law (the seeded chi-square of tests/hf) for verifiers of every kind on the six
+model families, through both entry points, with transformers' processors and with an
+out-of-vocabulary draft through RDK; greedy decoding is the target's own; a batch equals its rows
+one at a time; what crosses to the host per round does not grow with the vocabulary. The loop's
+pieces on their own: its laws against the NumPy ones and across batches, the leaf sampler against
+its law, the RDK proposal against the core's from several threads."""
 import numpy as np
 import pytest
 
