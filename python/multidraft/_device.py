@@ -17,6 +17,8 @@ tensor go to that tensor's device; tensors on two devices are refused.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 import threading
 from typing import List, Optional, Sequence, Tuple
@@ -59,6 +61,12 @@ def on_host(*arguments) -> bool:
                                for a in arguments if isinstance(a, _TENSOR_TYPE))
 
 
+def on_device(*arguments) -> bool:
+    """Whether a call with these arguments computes on a device: a tensor among them, and not all
+    of them for the host path (:func:`on_host`)."""
+    return takes(*arguments) and not on_host(*arguments)
+
+
 def _integer_dtypes():
     torch = _torch()
     return (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -85,9 +93,42 @@ def host_tensors(result):
         return tuple(host_tensors(r) for r in result)
     if isinstance(result, np.ndarray):
         return torch.from_numpy(result)
+    return torch.from_numpy(_as_numbers(result))  # a third of torch.tensor's cost
+
+
+def _as_numbers(result):
+    """A Python number as the 0-d array a tensor result holds (bool, int64 or float64)."""
     dtype = np.bool_ if isinstance(result, (bool, np.bool_)) else (
         np.int64 if isinstance(result, (int, np.integer)) else np.float64)
-    return torch.from_numpy(np.array(result, dtype=dtype))  # a third of torch.tensor's cost
+    return np.array(result, dtype=dtype)
+
+
+def device_tensors(result, device):
+    """A result (arrays, Python numbers, tensors, tuples of them) as tensors on ``device``, arrays
+    and numbers copied there (counted); anything else (an object the call builds) unchanged."""
+    if isinstance(result, tuple):
+        return tuple(device_tensors(r, device) for r in result)
+    if isinstance(result, (np.ndarray, bool, int, float, np.generic)):
+        return to_device(result if isinstance(result, np.ndarray) else _as_numbers(result), device)
+    return result
+
+
+def tensor_results(function):
+    """Decorate an entry point so that a call with a torch tensor among its arguments gives tensors
+    back. All of them on the CPU: the body reads them as NumPy views of their memory and its results
+    come back as CPU tensors (:func:`host_tensors`). On another device: the body's tensor results
+    stay as they are (a body that computes there) and its array results go to that device (a body
+    that reads host copies: calibration-time functions, called once)."""
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        arguments = (*args, *kwargs.values())
+        if not takes(*arguments):
+            return function(*args, **kwargs)
+        if on_host(*arguments):
+            return host_tensors(function(*args, **kwargs))
+        device = call_device(**inspect.signature(function).bind(*args, **kwargs).arguments)
+        return device_tensors(function(*args, **kwargs), device)
+    return call
 
 
 def _torch():
@@ -212,6 +253,11 @@ class Law:
         self.bad = ~torch.isfinite(self.sums).all() | (tensor.amin() < 0) \
             | ((self.sums - 1.0).abs() > self.tolerance).any()
         self.values, self.scale = tensor, self.sums
+
+    def rows(self):
+        """The whole law as (B, V) float64 rows divided by their sums: an O(V) copy, for the calls
+        whose result is a law over the vocabulary."""
+        return self.raw.reshape(-1, self.raw.shape[-1]).to(_torch().float64) / self.sums.reshape(-1, 1)
 
     def refuse(self) -> None:
         """Raise the ValueError of :func:`_validation.probabilities` for this (refused) argument."""
@@ -392,27 +438,36 @@ def host_tokens(drafts, V: int, n: Optional[int], ndims) -> np.ndarray:
 OUTSIDE_STREAM = 0x6F757473
 
 
-def outside_uniform(seed: int) -> float:
-    """The uniform in [0, 1) of a row's draw on the device (a token outside the draft support, or a
-    token of a law, :func:`sample_rows`): the first double of NumPy's PCG64 seeded by
-    ``SeedSequence(seed, spawn_key=(OUTSIDE_STREAM,))``. A function of the row's seed only, so the
-    same seed gives the same token and a batch equals the loop over its rows."""
-    stream = np.random.SeedSequence(int(seed), spawn_key=(OUTSIDE_STREAM,))
-    return float(np.random.Generator(np.random.PCG64(stream)).random())
+def row_uniforms(seeds: np.ndarray, count: int = 1) -> np.ndarray:
+    """(len(seeds), count) uniforms in [0, 1) for draws on the device (a token outside the draft
+    support, a token of a law: :func:`sample_rows`, RDK's two stages): row b's are the first
+    ``count`` doubles of NumPy's PCG64 seeded by ``SeedSequence(seeds[b], spawn_key=(OUTSIDE_STREAM,))``.
+    A function of the row's seed only, so the same seed gives the same tokens and a batch equals
+    the loop over its rows."""
+    out = np.empty((len(seeds), count))
+    for b, seed in enumerate(seeds):
+        stream = np.random.SeedSequence(int(seed), spawn_key=(OUTSIDE_STREAM,))
+        out[b] = np.random.Generator(np.random.PCG64(stream)).random(count)
+    return out
 
 
-def inverse_cdf(weights, seeds: np.ndarray):
-    """(B,) tokens on the device, row b drawn from ``weights[b]`` (B, V) >= 0 in proportion, by
-    inverse CDF with ``outside_uniform(seeds[b])``: the first token whose float64 running sum
-    exceeds u times the total (never a token of weight 0: its running sum equals its predecessor's;
-    u close to 1 is held to the last positive token)."""
+def inverse_cdf_at(weights, uniforms):
+    """(B, m) tokens on the device: ``[b, j]`` drawn from ``weights[b]`` (B, V) >= 0 in proportion
+    by inverse CDF at ``uniforms[b, j]`` ((B, m) tensor in [0, 1)): the first token whose float64
+    running sum exceeds u times the total (never a token of weight 0: its running sum equals its
+    predecessor's; u close to 1 is held to the last positive token)."""
     torch = _torch()
     running = weights.cumsum(-1, dtype=torch.float64)
     total = running[:, -1:]
-    u = to_device(np.array([outside_uniform(s) for s in seeds], dtype=np.float64), weights.device).unsqueeze(-1)
-    token = torch.searchsorted(running, u * total, right=True)
+    token = torch.searchsorted(running, uniforms * total, right=True)
     last = torch.searchsorted(running, total.contiguous())  # the first to reach the total: the last positive
-    return torch.minimum(token, last).squeeze(-1)
+    return torch.minimum(token, last)
+
+
+def inverse_cdf(weights, seeds: np.ndarray):
+    """(B,) tokens on the device, row b drawn from ``weights[b]`` by :func:`inverse_cdf_at` with the
+    first of :func:`row_uniforms` of ``seeds[b]``."""
+    return inverse_cdf_at(weights, to_device(row_uniforms(seeds), weights.device))[:, 0]
 
 
 def draw_outside(compressed: Compressed, rows: np.ndarray, seeds: np.ndarray):

@@ -39,10 +39,6 @@ class DraftVocabulary:
             raise ValueError("'affinity' needs a 'vocabulary_map' (RDK redistributes an out-of-vocabulary "
                              "drafter's law; a draft sharing the target vocabulary needs none)")
         self.map, self.affinity = vocabulary_map, affinity
-        if vocabulary_map is not None:
-            mapped = vocabulary_map.draft_to_target >= 0
-            self._columns = torch.as_tensor(np.flatnonzero(mapped))
-            self._targets = torch.as_tensor(vocabulary_map.draft_to_target[mapped])
 
     def target_width(self, target, draft) -> int:
         """The target's logit width V, after checking that the draft fits it (ValueError if not)."""
@@ -73,7 +69,8 @@ class DraftVocabulary:
                 return logits[..., :V]
             return torch.nn.functional.pad(logits, (0, V - logits.shape[-1]), value=float("-inf"))
         out = torch.full((*logits.shape[:-1], V), float("-inf"), dtype=logits.dtype, device=logits.device)
-        out[..., self._targets.to(logits.device)] = logits[..., self._columns.to(logits.device)]
+        columns, targets = self.map._index_on(logits.device)
+        out[..., targets] = logits[..., columns]
         return out
 
     def proposal(self, q_prime: torch.Tensor) -> torch.Tensor:

@@ -10,9 +10,23 @@ from .. import _validation as check
 
 _rdk = _core.rdk
 
+def no_shared_mass(row: int) -> ValueError:
+    """The refusal of TLI for a row whose drafter law puts no mass on the shared set I."""
+    return ValueError(f"'q' puts no mass on the shared vocabulary (row {row}): TLI is undefined, draft nothing "
+                      "at this position and let the target sample")
+
+
+def effective_size(n_eff, V: int) -> float:
+    """First-order RDK's N ([OOV] Eq. (3)): ``n_eff``, by default the target vocabulary size V."""
+    n_eff = float(V if n_eff is None else n_eff)
+    if not np.isfinite(n_eff) or n_eff <= 0:
+        raise ValueError(f"'n_eff' must be a positive finite number, got {n_eff!r}")
+    return n_eff
+
+
 def _ids(x, name: str, size: int, allow_missing: bool = False) -> np.ndarray:
-    """1-D int64 token ids in [0, size) (or -1 where ``allow_missing``)."""
-    array = np.asarray(x)
+    """1-D int64 token ids in [0, size) (or -1 where ``allow_missing``); a tensor is read on the host."""
+    array = check.as_array(x, name)[0]
     if array.ndim != 1:
         raise ValueError(f"'{name}' must be 1-D, got shape {array.shape}")
     if array.size and not np.issubdtype(array.dtype, np.integer):
@@ -27,7 +41,7 @@ def _ids(x, name: str, size: int, allow_missing: bool = False) -> np.ndarray:
 
 
 def _nonnegative_vector(x, name: str, size: Optional[int] = None) -> np.ndarray:
-    array = np.asarray(x)
+    array = check.as_array(x, name)[0]
     if array.ndim != 1 or array.size == 0 or not (np.issubdtype(array.dtype, np.floating)
                                                   or np.issubdtype(array.dtype, np.integer)):
         raise ValueError(f"'{name}' must be a non-empty 1-D numeric array, got shape {array.shape}, dtype {array.dtype}")
@@ -36,7 +50,7 @@ def _nonnegative_vector(x, name: str, size: Optional[int] = None) -> np.ndarray:
         raise ValueError(f"'{name}' has length {array.shape[0]}, expected {size}")
     if not np.all(np.isfinite(array)) or np.any(array < 0):
         where = int(np.flatnonzero(~np.isfinite(array) | (array < 0))[0])
-        raise ValueError(f"'{name}' must be finite and >= 0, got {array[where]!r} at index {where}")
+        raise ValueError(f"'{name}' must be finite and >= 0, got {float(array[where])!r} at index {where}")
     return array
 
 
@@ -51,7 +65,8 @@ def _unbatch(x: np.ndarray, batched: bool):
 
 
 def _calibration_samples(samples) -> np.ndarray:
-    array = np.asarray(samples)
+    """Calibration vectors (K, V) as float64 on the host (read once, offline: a tensor is copied)."""
+    array = check.as_array(samples, "samples")[0]
     if array.ndim != 2 or not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
         raise ValueError(f"'samples' must be a 2-D numeric array (contexts, V), got shape {array.shape}, "
                          f"dtype {array.dtype}")

@@ -11,6 +11,7 @@ import numpy as np
 from .. import _device
 from .. import _validation as check
 from ..otlp import acceptance_rate
+from . import _on_device
 from ._common import _calibration_samples, _ids, _rdk, _rows, _unbatch
 
 #: The largest V for which :meth:`AffinityMatrix.to_dense` and ``from_dense`` build V x V arrays.
@@ -26,13 +27,13 @@ class AffinityMatrix:
     """
 
     def __init__(self, indptr, indices, values, renormalise: bool = False):
-        indptr = np.asarray(indptr)
+        indptr = check.as_array(indptr, "indptr")[0]  # tensors are read on the host: M is built once
         if indptr.ndim != 1 or indptr.shape[0] < 2 or not np.issubdtype(indptr.dtype, np.integer):
             raise ValueError(f"'indptr' must be a 1-D integer array of length V + 1 >= 2, got shape {indptr.shape}")
         indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         V = indptr.shape[0] - 1
-        values = np.asarray(values)
-        indices = np.asarray(indices)
+        values = check.as_array(values, "values")[0]
+        indices = check.as_array(indices, "indices")[0]
         if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != values.shape[0] or values.ndim != 1:
             raise ValueError(f"'indptr' must start at 0, not decrease and end at len(values) = {values.shape}")
         if indices.shape != values.shape:
@@ -85,7 +86,7 @@ class AffinityMatrix:
     @classmethod
     def from_dense(cls, M, renormalise: bool = False) -> "AffinityMatrix":
         """From a dense square array (V <= ``MAX_DENSE_VOCAB``); zeros are not stored."""
-        M = np.asarray(M)
+        M = check.as_array(M, "M")[0]
         if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
             raise ValueError(f"'M' must be a square 2-D array, got shape {M.shape}")
         if M.shape[0] > MAX_DENSE_VOCAB:
@@ -125,6 +126,7 @@ class AffinityMatrix:
             raise ValueError(f"'q_prime' has vocabulary size {rows.shape[1]}, but M has {self.V}")
         return rows, batched
 
+    @_device.tensor_results
     def proposal(self, q_prime):
         """Full RDK, Algorithm 1: p' = M^T q' over the whole target vocabulary, (V,) or (B, V).
 
@@ -132,22 +134,19 @@ class AffinityMatrix:
         gives a float64 tensor on its device, computed there (a sparse product with M^T, copied to
         each device once).
         """
-        if _device.takes(q_prime):
+        if _device.on_device(q_prime):
             return self._tensor_proposal(q_prime)
         rows, batched = self._q_prime(q_prime)
         return _unbatch(_rdk.proposal(self.indptr, self.indices, self.values, rows), batched)
 
     def _tensor_proposal(self, q_prime):
-        """:meth:`proposal` of a tensor: on the host path for a CPU tensor, else on its device."""
-        if _device.on_host(q_prime):
-            return _device.host_tensors(self.proposal(_device.host_view(q_prime, "q_prime")))
+        """:meth:`proposal` of a tensor off the CPU, on its device."""
         device = _device.call_device(q_prime=q_prime)
         law = _device.Law(q_prime, "q_prime", device, (1, 2))
         _device.refuse_failed(law)
         if law.raw.shape[-1] != self.V:
             raise ValueError(f"'q_prime' has vocabulary size {law.raw.shape[-1]}, but M has {self.V}")
-        rows = law.raw.reshape(-1, self.V).double() / law.sums.reshape(-1, 1)
-        out = (self._transposed(device) @ rows.T).T  # p'[j] = sum_i M[i, j] q'[i]
+        out = (self._transposed(device) @ law.rows().T).T  # p'[j] = sum_i M[i, j] q'[i]
         return out if law.raw.dim() == 2 else out[0]
 
     def _transposed(self, device):
@@ -163,17 +162,38 @@ class AffinityMatrix:
                     where, values, (self.V, self.V), check_invariants=True).coalesce().to(device)
             return self._on_device[device]
 
+    @_device.tensor_results
     def sample(self, q_prime, n: int = 1, rng: check.RngLike = None) -> np.ndarray:
         """``n`` i.i.d. draws from p' = M^T q' by two-stage sampling: (n,) or (B, n) int64.
 
         Draw i ~ q', then j ~ M[i, :]; the marginal of j is exactly p'. Verify with p'(j) (e.g.
         :func:`verify` with ``self.proposal(q_prime)``), never with M_ij or q'(i). ``rng`` follows
-        the package convention (per-row seeds), so a batch equals the loop over its rows.
+        the package convention (per-row seeds), so a batch equals the loop over its rows. A torch
+        tensor gives int64 tensors on its device: i is drawn there, j on the host from the n drawn
+        rows of M (the tokens differ from the NumPy path's for the same seed, the law does not).
         """
-        rows, batched = self._q_prime(q_prime)
         n = check.count(n)
-        draws = _rdk.sample(self.indptr, self.indices, self.values, rows, n, check.row_seeds(rng, rows.shape[0]))
+        if _device.on_device(q_prime):
+            draws, batched = _on_device.sample(self, q_prime, n, rng)
+        else:
+            rows, batched = self._q_prime(q_prime)
+            draws = _rdk.sample(self.indptr, self.indices, self.values, rows, n, check.row_seeds(rng, rows.shape[0]))
         return _unbatch(draws, batched)
+
+    def _row_draws(self, rows: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+        """One column j ~ M[i, :] per drawn row i of ``rows`` (m,), by inverse CDF at ``uniforms``
+        (m,) in [0, 1): the first entry of the row whose running sum exceeds u times the row's
+        total (never an entry of weight 0; u close to 1 is held to the last positive entry)."""
+        starts = self.indptr[rows]
+        lengths = self.indptr[rows + 1] - starts
+        width = np.arange(int(lengths.max(initial=1)))
+        inside = width < lengths[:, None]
+        entries = np.where(inside, self.values[np.where(inside, starts[:, None] + width, 0)], 0.0)
+        running = np.cumsum(entries, axis=1)  # the padding adds 0: the last column is each row's total
+        total = running[:, -1:]
+        first = np.count_nonzero(running <= uniforms[:, None] * total, axis=1)
+        last = np.count_nonzero(running < total, axis=1)
+        return self.indices[starts + np.minimum(first, last)].astype(np.int64)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,12 @@ from typing import Optional
 
 import numpy as np
 
-from ._common import _calibration_samples, _nonnegative_vector, _rdk, _rows, _unbatch
+from .. import _device
+from . import _on_device
+from ._common import _calibration_samples, _nonnegative_vector, _rdk, _rows, _unbatch, effective_size
 
+
+@_device.tensor_results
 def taylor_proposal(q_prime, prior, n_eff: Optional[float] = None) -> np.ndarray:
     """First-order RDK, [OOV] Eq. (3), verbatim: (V,) or (B, V).
 
@@ -19,16 +23,16 @@ def taylor_proposal(q_prime, prior, n_eff: Optional[float] = None) -> np.ndarray
     prior_t / n_eff): ``||p_Taylor - q'||_1 <= 2/n_eff``
     and ``|alpha_Taylor - alpha_TLI| <= 1/n_eff``; with n_eff = ``|T|`` it is TLI to ``~1/|T|``, and it
     approximates M^T q' only when q' is close to uniform (Theorem 5.4's regime). O(V), no matrix.
+    Torch tensors give a float64 tensor on their device, computed there.
     """
+    if _device.on_device(q_prime, prior):
+        return _unbatch(*_on_device.taylor(q_prime, prior, n_eff))
     rows, batched = _rows(q_prime, "q_prime")
-    V = rows.shape[1]
-    prior = _nonnegative_vector(prior, "prior", V)
-    n_eff = float(V if n_eff is None else n_eff)
-    if not np.isfinite(n_eff) or n_eff <= 0:
-        raise ValueError(f"'n_eff' must be a positive finite number, got {n_eff!r}")
-    return _unbatch(_rdk.taylor(rows, prior, n_eff), batched)
+    prior = _nonnegative_vector(prior, "prior", rows.shape[1])
+    return _unbatch(_rdk.taylor(rows, prior, effective_size(n_eff, rows.shape[1])), batched)
 
 
+@_device.tensor_results
 def unigram_prior(token_counts) -> np.ndarray:
     """The target unigram distribution from corpus counts (V,): counts / sum."""
     counts = _nonnegative_vector(token_counts, "token_counts")
@@ -37,6 +41,7 @@ def unigram_prior(token_counts) -> np.ndarray:
     return counts / counts.sum()
 
 
+@_device.tensor_results
 def leading_component_prior(samples) -> np.ndarray:
     """The absolute value of the leading principal component of Omega, normalised to sum 1 (V,):
     the proof of Theorem 5.4 assumes Omega is dominated by one component aligned with p.

@@ -2,20 +2,25 @@
 Algorithm 3)."""
 from __future__ import annotations
 
+import threading
 from typing import Sequence
 
 import numpy as np
 
+from .. import _device
 from .. import _validation as check
-from ._common import _ids, _rdk, _rows, _unbatch
+from . import _on_device
+from ._common import _ids, _rdk, _rows, _unbatch, no_shared_mass
 
+
+@_device.tensor_results
 def frequency_ranked(token_counts, size: int) -> np.ndarray:
     """The ``size`` most frequent token ids (size,) int64, most frequent first (Algorithm 3).
 
     ``token_counts`` (V,): occurrences of each token id in a corpus (non-negative integers).
     Ties are broken by ascending token id, so the result is deterministic.
     """
-    counts = np.asarray(token_counts)
+    counts = check.as_array(token_counts, "token_counts")[0]
     if counts.ndim != 1 or counts.size == 0 or not np.issubdtype(counts.dtype, np.integer):
         raise ValueError(f"'token_counts' must be a non-empty 1-D integer array, got shape {counts.shape}, "
                          f"dtype {counts.dtype}")
@@ -49,6 +54,7 @@ class VocabularyMap:
             raise ValueError(f"'draft_to_target' is not injective: target id {int(unique[counts > 1][0])} "
                              "has several drafter tokens")
         self.draft_to_target.setflags(write=False)
+        self._on_device, self._lock = {}, threading.Lock()  # the map as tensors, per device
 
     @classmethod
     def pruned(cls, kept, vocab_size: int) -> "VocabularyMap":
@@ -101,32 +107,50 @@ class VocabularyMap:
     def __repr__(self) -> str:
         return f"VocabularyMap(draft_size={self.draft_size}, target_size={self.target_size}, shared={self.shared.size})"
 
+    def _index_on(self, device):
+        """(drafter columns, their target ids) of the mapped tokens as int64 tensors on ``device``,
+        copied there on first use."""
+        import torch
+
+        with self._lock:
+            if device not in self._on_device:
+                columns = np.flatnonzero(self.draft_to_target >= 0)
+                self._on_device[device] = (torch.from_numpy(columns).to(device),
+                                           torch.from_numpy(self.draft_to_target[columns]).to(device))
+            return self._on_device[device]
+
     def _project(self, q, renormalise: bool):
+        """(q on I as target-width rows, q(I) per row, batched); with ``renormalise``, TLI, refused
+        where q(I) = 0. A tensor off the CPU is projected on its device."""
+        if _device.on_device(q):
+            return _on_device.project(self, q, renormalise)
         rows, batched = _rows(q, "q")
         if rows.shape[1] != self.draft_size:
             raise ValueError(f"'q' has vocabulary size {rows.shape[1]}, but the map's drafter vocabulary has "
                              f"{self.draft_size}")
         out, mass = _rdk.project(rows, self.draft_to_target, self.target_size, renormalise)
+        if renormalise and np.any(mass <= 0):
+            raise no_shared_mass(int(np.flatnonzero(mass <= 0)[0]))
         return out, mass, batched
 
+    @_device.tensor_results
     def shared_mass(self, q):
-        """q(I): the drafter's mass on shared tokens, float or (B,)."""
+        """q(I): the drafter's mass on shared tokens, float or (B,) (a tensor for a tensor ``q``)."""
         _, mass, batched = self._project(q, False)
         return _unbatch(mass, batched)
 
+    @_device.tensor_results
     def tli(self, q) -> np.ndarray:
         """TLI, Eq. (1): q' (target_size,) or (B, target_size), q on I renormalised.
 
-        Raises ValueError for a row with q(I) = 0: TLI is undefined there; the caller should draft
-        nothing at that position and let the target sample.
+        A torch tensor gives a float64 tensor on its device, computed there. Raises ValueError for
+        a row with q(I) = 0: TLI is undefined there; the caller should draft nothing at that
+        position and let the target sample.
         """
-        out, mass, batched = self._project(q, True)
-        if np.any(mass <= 0):
-            row = int(np.flatnonzero(mass <= 0)[0])
-            raise ValueError(f"'q' puts no mass on the shared vocabulary (row {row}): TLI is undefined, draft "
-                             "nothing at this position and let the target sample")
+        out, _, batched = self._project(q, True)
         return _unbatch(out, batched)
 
+    @_device.tensor_results
     def masked(self, q) -> np.ndarray:
         """The masked baseline: q on I, zero elsewhere, **not** renormalised (sums to q(I) <= 1)."""
         out, _, batched = self._project(q, False)
