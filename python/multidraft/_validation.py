@@ -117,7 +117,7 @@ def probabilities(x, name: str, ndims: Sequence[int] = (1, 2)) -> np.ndarray:
     array, stored = (x, x.dtype) if type(x) is np.ndarray else as_array(x, name)
     if array.dtype not in _CORE_DTYPES and (array.dtype == object or not (
             np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer))):
-        raise ValueError(f"'{name}' must be a float16, float32 or float64 array or a CPU torch tensor of floats, "
+        raise ValueError(f"'{name}' must be a float16, float32 or float64 array or a torch tensor of floats, "
                          f"got dtype {stored}")
     if array.ndim not in ndims:
         expected = " or ".join(f"{d}-D" for d in ndims)

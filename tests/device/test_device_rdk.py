@@ -253,6 +253,28 @@ def test_the_device_masked_verifier_accepts_only_its_draft():
     assert torch.equal(token[accepted], drafts[accepted, 0])
 
 
+def test_calibration_functions_read_tensors_on_the_host():
+    """Constructors, scores and the temperature search give from tensors what they give from NumPy."""
+    rng = np.random.default_rng(4)
+    samples = rng.normal(size=(12, 7))
+    scores = rdk.affinity_scores(samples, 3)
+    on_tensors = rdk.affinity_scores(torch.tensor(samples), 3)
+    assert np.array_equal(on_tensors.indices, scores.indices) and np.array_equal(on_tensors.scores, scores.scores)
+    M = scores.matrix(1.0)
+    rebuilt = rdk.AffinityMatrix(torch.tensor(M.indptr), torch.tensor(M.indices), torch.tensor(M.values))
+    assert np.array_equal(rebuilt.values, M.values)
+    assert np.array_equal(rdk.AffinityMatrix.from_dense(torch.tensor(M.to_dense())).to_dense(), M.to_dense())
+    assert np.array_equal(rdk.VocabularyMap.pruned(torch.tensor([0, 3]), 7).draft_to_target,
+                          rdk.VocabularyMap.pruned(np.array([0, 3]), 7).draft_to_target)
+    p = rng.dirichlet(np.ones(7), size=3)
+    q_prime = rng.dirichlet(np.ones(7), size=3)
+    best, means = rdk.select_temperature(scores, [0.5, 2.0], torch.tensor(p), torch.tensor(q_prime))
+    expected = rdk.select_temperature(scores, [0.5, 2.0], p, q_prime)
+    assert type(best) is float and best == expected[0] and np.allclose(means, expected[1], rtol=0, atol=1e-12)
+    prior = rdk.leading_component_prior(torch.tensor(samples))
+    np.testing.assert_allclose(prior.cpu().numpy(), rdk.leading_component_prior(samples), rtol=0, atol=1e-12)
+
+
 # ----------------------------------------------------------------------------- refusals
 
 def refusals():

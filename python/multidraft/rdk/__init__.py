@@ -32,6 +32,13 @@ Multi-draft: a proposal is an ordinary draft distribution, so ``n`` i.i.d. draft
 ``md.verifier("otlp").verify(p, p_prime, drafts, rng)``; losslessness carries over, since those
 verifiers are lossless for any draft law.
 
+Torch tensors: every per-position function (TLI, the masked law, q(I), the proposals, the
+two-stage sampler, verification, the masked baseline) takes tensors on any device and returns
+tensors on that device, computed there; only flags and O(n) token ids per row reach the host. The
+calibration functions (``frequency_ranked``, the priors, ``affinity_scores``,
+``select_temperature``, the constructors) read host copies of tensors, once, and return arrays as
+tensors on their device (docs/design/device-path.md, Section 8).
+
 The samplers take distributions, not models: feeding an out-of-vocabulary drafted token back to
 the drafter (its input embedding table is not pruned; [OOV] leaves this open) is the caller's job.
 """
