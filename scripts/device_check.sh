@@ -6,7 +6,8 @@
 # docs/benchmarks/gpu.md says how it was made). It builds the core for this machine, runs the device
 # tests on CUDA (the generation loop on the device included), times one verify per tree level on the
 # device path against the host path (scripts/device_check.py) and generation against target.generate
-# and assisted generation (python -m multidraft.bench --generation --device cuda), and two threads
+# and assisted generation (python -m multidraft.bench --generation --device cuda), RDK's per-token calls
+# on CUDA tensors (python -m multidraft.bench --rdk --tensors cuda), and two threads
 # against one on the host's CPU (the thread table). Outputs go to $OUT (default build/device-check).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ OUT=${OUT:-build/device-check}
 PY=${PY:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-tests verify generation threads}  # the parts to run after the build
+STEPS=${STEPS:-tests verify generation rdk threads}  # the parts to run after the build
 step() { echo "== $* ($(date +%T))" | tee -a "$OUT/steps.txt"; }
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
 
@@ -39,6 +40,9 @@ sys.exit(main(sys.argv[1:]))" --generation --pair gpu-pair --draft draft --devic
     --draft-top-k 16 2>&1 | grep -v "Loading weights" | tee "$OUT/generation.md"
 # two threads against one on 64 rows of V = 32000 on this host's CPU, whose memory serves several cores
 # (docs/benchmarks/first-call.md: the development VM's does not)
+# RDK's per-token calls on float32 CUDA tensors beside NumPy's, at V = 32000 (docs/benchmarks/rdk.md)
+wanted rdk && step "rdk on tensors" && timeout 120 $PY -c "import torch, sys; from multidraft.bench.cli import main
+sys.exit(main(sys.argv[1:]))" --rdk --quick --tensors cuda --out "$OUT" 2>&1 | tail -12 | tee "$OUT/rdk.md"
 wanted threads && step "two threads on 64 rows" && timeout 150 $PY -c "from multidraft.bench.baselines import run_thread_scaling, thread_table
 from multidraft.bench.distributions import DEFAULT_SEED
 print(thread_table(run_thread_scaling(['peaked', 'flat'], 32000, DEFAULT_SEED, threads=2)))" | tee "$OUT/threads.md"

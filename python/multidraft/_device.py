@@ -537,23 +537,32 @@ def _groups(verifier, compressed: Compressed, independent: bool):
             yield rows[part], k, build("khisti", truncation=int(s)), p_c[part], q_c[part]
 
 
-def _inputs(verifier, p, q, drafts):
-    """The validated, compressed rows of a transport or verify call, and the drafts in compressed ids."""
+def call_laws(verifier, p, q, drafts):
+    """The validated laws of a transport or verify call (:func:`laws`; flags not read yet), the
+    drafts on the host, (B, n), and whether the call is batched."""
     _begin()
     device = call_device(p=p, q=q, drafts=drafts)
     n = verifier._draft_count(drafts, q)
     target, draft, n, batched = laws(p, q, n, verifier.scheme_kind, device)
-    compressed = Compressed(target, draft, kept_outside(verifier))
     d = host_tokens(drafts, draft.values.shape[-1], n, (2,) if batched else (1,)).reshape(-1, n)
     if d.shape[0] != draft.values.shape[0]:
         raise ValueError(f"'drafts' has batch size {d.shape[0]}, but 'p' has {draft.values.shape[0]}")
-    return compressed, d, batched
+    return target, draft, d, batched
+
+
+def _inputs(verifier, p, q, drafts):
+    """The validated, compressed rows of a transport or verify call, and the drafts on the host."""
+    target, draft, d, batched = call_laws(verifier, p, q, drafts)
+    return Compressed(target, draft, kept_outside(verifier)), d, batched
 
 
 def transport(verifier, p, q, drafts):
     """:meth:`Verifier.transport` of tensors: (V,) or (B, V) float64 on their device."""
     if on_host(p, q, drafts):
         return host_tensors(verifier.transport(host_view(p, "p"), host_view(q, "q"), host_view(drafts, "drafts")))
+    if verifier.name == "sps":
+        from . import _device_sps
+        return _device_sps.transport(*call_laws(verifier, p, q, drafts))
     compressed, d, batched = _inputs(verifier, p, q, drafts)
     independent = verifier.scheme_kind == "independent"
     laws_c = np.zeros((d.shape[0], compressed.ids.shape[1] + 1))
@@ -567,6 +576,9 @@ def verify(verifier, p, q, drafts, rng):
     """:meth:`Verifier.verify` of tensors: (token int64, accepted bool), 0-d or (B,), on their device."""
     if on_host(p, q, drafts):
         return host_tensors(verifier.verify(host_view(p, "p"), host_view(q, "q"), host_view(drafts, "drafts"), rng))
+    if verifier.name == "sps":
+        from . import _device_sps
+        return _device_sps.verify(*call_laws(verifier, p, q, drafts), rng)
     compressed, d, batched = _inputs(verifier, p, q, drafts)
     independent = verifier.scheme_kind == "independent"
     B = d.shape[0]

@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .. import rdk
+from .. import _device, rdk
 from ..otlp import acceptance_rate
 from .dataset import load_next_token_pairs
 from .report import machine_info
@@ -159,14 +159,49 @@ def acceptance_vs_pruning(p, q, target_logits, token_counts, kept_fractions: Seq
     return rows
 
 
+PER_TOKEN = ("tli", "rdk_proposal", "two_stage_sample", "taylor", "verify")
+"""The per-token calls timed, in the tables' order."""
+
+
+def per_token_ms(vmap, M, prior, p, q, rng_seed: int, tokens: int, sync=None) -> Dict[str, float]:
+    """Median milliseconds of each per-token call over ``tokens`` positions, each on its own (fresh)
+    row of ``p`` and ``q`` (NumPy arrays, or tensors on a device: ``sync`` then waits for it), and
+    for tensors the mean bytes a call reads from the device to the host (key ``<call>_bytes``)."""
+    read = {}
+
+    def median(call, name: str) -> float:
+        times, before = [], _device.host_bytes_read()
+        for b in range(tokens):
+            start = time.perf_counter()
+            call(b)
+            if sync is not None:
+                sync()
+            times.append(time.perf_counter() - start)
+        read[f"{name}_bytes"] = (_device.host_bytes_read() - before) / tokens
+        return 1e3 * float(np.median(times))
+
+    q_prime = vmap.tli(q)
+    p_prime = M.proposal(q_prime)
+    drafts = M.sample(q_prime, 1, list(range(rng_seed, rng_seed + q_prime.shape[0])))
+    times = {
+        "tli": median(lambda b: vmap.tli(q[b]), "tli"),
+        "rdk_proposal": median(lambda b: M.proposal(q_prime[b]), "rdk_proposal"),
+        "two_stage_sample": median(lambda b: M.sample(q_prime[b], 1, b), "two_stage_sample"),
+        "taylor": median(lambda b: rdk.taylor_proposal(q_prime[b], prior), "taylor"),
+        "verify": median(lambda b: rdk.verify(p[b], p_prime[b], drafts[b], b), "verify"),
+    }
+    return {**times, **read}
+
+
 def timing(V: int, contexts: int = 32, rows_fraction: float = 0.25, top_k: int = 32, tokens: int = 50,
-           seed: int = 0) -> Dict[str, float]:
+           seed: int = 0, device: Optional[str] = None) -> Dict[str, float]:
     """Build and per-token times (seconds) at vocabulary V, sparse top-k M (never dense V x V).
 
     M's rows are the FR-kept set (``rows_fraction`` of V; other rows are identity rows), from
     ``contexts`` calibration logit vectors. Per-token times are medians over ``tokens`` drafted
     positions: full RDK p' = M^T q', one two-stage draw, Eq. (3), TLI, and speculative sampling's
-    verify with the dense proposal (residual over all V).
+    verify with the dense proposal (residual over all V). With a torch ``device`` the same calls on
+    float32 tensors there (as a model's softmax gives them) are timed too, keys ``tensor_*``.
     """
     rng = np.random.default_rng(seed)
     logits = rng.standard_t(5, size=(contexts + tokens, V))
@@ -180,27 +215,20 @@ def timing(V: int, contexts: int = 32, rows_fraction: float = 0.25, top_k: int =
     M = scores.matrix(1.0)
     softmax_seconds = time.perf_counter() - start
     prior = rdk.unigram_prior(counts)
+    row = {"V": V, "rows": int(vmap.shared.size), "top_k": top_k, "contexts": contexts, "nnz": M.nnz,
+           "covariance_topk_s": covariance, "softmax_s": softmax_seconds}
+    row.update({f"{name}_ms": ms for name, ms in per_token_ms(vmap, M, prior, p, q, seed, tokens).items()
+                if not name.endswith("_bytes")})
+    if device is not None:
+        import torch
 
-    def median(call) -> float:
-        times = []
-        for b in range(tokens):
-            start = time.perf_counter()
-            call(b)
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
-
-    q_prime = vmap.tli(q)
-    p_prime = M.proposal(q_prime)
-    drafts = M.sample(q_prime, 1, rng)
-    return {
-        "V": V, "rows": int(vmap.shared.size), "top_k": top_k, "contexts": contexts, "nnz": M.nnz,
-        "covariance_topk_s": covariance, "softmax_s": softmax_seconds,
-        "tli_ms": 1e3 * median(lambda b: vmap.tli(q[b])),
-        "rdk_proposal_ms": 1e3 * median(lambda b: M.proposal(q_prime[b])),
-        "two_stage_sample_ms": 1e3 * median(lambda b: M.sample(q_prime[b], 1, b)),
-        "taylor_ms": 1e3 * median(lambda b: rdk.taylor_proposal(q_prime[b], prior)),
-        "verify_ms": 1e3 * median(lambda b: rdk.verify(p[b], p_prime[b], drafts[b], b)),
-    }
+        on = {name: torch.tensor(x, dtype=torch.float32, device=device) for name, x in (("p", p), ("q", q))}
+        sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else None
+        M.proposal(on["q"][:1])  # M^T is copied to the device once, before the timed calls
+        measured = per_token_ms(vmap, M, torch.tensor(prior, device=device), on["p"], on["q"], seed, tokens, sync)
+        row.update({f"tensor_{name}" + ("" if name.endswith("_bytes") else "_ms"): value
+                    for name, value in measured.items()})
+    return row
 
 
 # ----------------------------------------------------------------------------- report
@@ -222,15 +250,29 @@ def acceptance_table(rows: List[Dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+PER_TOKEN_LABELS = ("TLI (ms)", "RDK M^T q' (ms)", "two-stage draw (ms)", "Eq. 3 (ms)", "sps verify (ms)")
+
+
 def timing_table(rows: List[Dict[str, float]]) -> str:
     head = ["V", "rows of M (kept)", "top-k", "calibration contexts", "Omega top-k build (s)", "softmax (s)",
-            "TLI (ms)", "RDK M^T q' (ms)", "two-stage draw (ms)", "Eq. 3 (ms)", "sps verify (ms)"]
+            *PER_TOKEN_LABELS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         lines.append("| " + " | ".join([str(r["V"]), str(r["rows"]), str(r["top_k"]), str(r["contexts"]),
-                                        f"{r['covariance_topk_s']:.2f}", f"{r['softmax_s']:.3f}", f"{r['tli_ms']:.3f}",
-                                        f"{r['rdk_proposal_ms']:.3f}", f"{r['two_stage_sample_ms']:.3f}",
-                                        f"{r['taylor_ms']:.3f}", f"{r['verify_ms']:.3f}"]) + " |")
+                                        f"{r['covariance_topk_s']:.2f}", f"{r['softmax_s']:.3f}",
+                                        *(f"{r[name + '_ms']:.3f}" for name in PER_TOKEN)]) + " |")
+    return "\n".join(lines)
+
+
+def tensor_table(rows: List[Dict[str, float]]) -> str:
+    """Per-token medians on tensors beside NumPy's and the bytes each call reads on the host:
+    "tensor ms (tensor / NumPy), bytes"."""
+    head = ["V", *PER_TOKEN_LABELS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [f"{r['tensor_' + name + '_ms']:.3f} ({r['tensor_' + name + '_ms'] / r[name + '_ms']:.2f}x), "
+                 f"{r['tensor_' + name + '_bytes']:,.0f} B" for name in PER_TOKEN]
+        lines.append("| " + " | ".join([str(r["V"]), *cells]) + " |")
     return "\n".join(lines)
 
 
@@ -256,6 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="vocabulary sizes of the timing table (default 32000,128000; quick 32000; '' for none)")
     parser.add_argument("--large-vocab", type=int, help="vocabulary of an extra synthetic table without M (masked, "
                         "TLI, Eq. 3 only; 200k, the paper's size); default 200000, quick 0 (none)")
+    parser.add_argument("--tensors", metavar="DEVICE", help="also time the per-token calls on float32 torch tensors "
+                        "on DEVICE (e.g. cuda, or cpu), beside NumPy's")
+    parser.add_argument("--device-path", action="store_true", help="CPU tensors take the path of an accelerator's "
+                        "(computed in torch) instead of the core reading them in place")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="writes rdk.json there")
     return parser
@@ -286,7 +332,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         large_rows = acceptance_vs_pruning(large["p"], large["q"], large["target_logits"], large["token_counts"],
                                            full_rdk=False, seed=args.seed)
         del large
-    times = [timing(v, mode["timing_contexts"], mode["timing_rows"], seed=args.seed) for v in timing_vocab]
+    if args.device_path:
+        _device.CPU_ON_HOST = False
+    times = [timing(v, mode["timing_contexts"], mode["timing_rows"], seed=args.seed, device=args.tensors)
+             for v in timing_vocab]
     print(f"## RDK: mean acceptance against pruning ({'dataset ' + str(args.dataset) if args.dataset else 'synthetic'}, "
           f"V={data['p'].shape[1]}, test contexts={rows[0]['contexts']}, top-k={top_k})\n")
     print(acceptance_table(rows))
@@ -297,6 +346,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if times:
         print("\n## RDK: build time of M and per-token times (median)\n")
         print(timing_table(times))
+    if times and args.tensors:
+        path = " (the accelerator's path)" if args.device_path else ""
+        print(f"\n## RDK per-token times on float32 tensors on {args.tensors}{path} (median; x: against NumPy)\n")
+        print(tensor_table(times))
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "rdk.json"
     path.write_text(json.dumps({"benchmark": "multidraft.bench --rdk", "source": source, "top_k": top_k,

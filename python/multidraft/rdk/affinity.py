@@ -3,6 +3,7 @@ RDK proposal p' = M^T q' (Algorithm 1)."""
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Tuple
 
@@ -150,16 +151,21 @@ class AffinityMatrix:
         return out if law.raw.dim() == 2 else out[0]
 
     def _transposed(self, device):
-        """M^T as a torch sparse COO matrix on ``device``, built on first use there."""
+        """M^T as a torch sparse CSR matrix on ``device`` (M's entries ordered by column), built on
+        first use there. CSR, not COO: its product with dense columns is the sparse libraries' own
+        kernel (docs/benchmarks/rdk.md, "On tensors")."""
         import torch
 
         with self._lock:
             if device not in self._on_device:
                 rows = np.repeat(np.arange(self.V, dtype=np.int64), np.diff(self.indptr))
-                where = torch.from_numpy(np.stack([self.indices.astype(np.int64), rows]))
-                values = torch.from_numpy(self.values.copy())
-                self._on_device[device] = torch.sparse_coo_tensor(
-                    where, values, (self.V, self.V), check_invariants=True).coalesce().to(device)
+                order = np.lexsort((rows, self.indices))  # by column of M, i.e. by row of M^T
+                starts = np.concatenate([[0], np.cumsum(np.bincount(self.indices, minlength=self.V))])
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+                    self._on_device[device] = torch.sparse_csr_tensor(
+                        torch.from_numpy(starts.astype(np.int64)), torch.from_numpy(rows[order]),
+                        torch.from_numpy(self.values[order]), (self.V, self.V), check_invariants=True).to(device)
             return self._on_device[device]
 
     @_device.tensor_results
