@@ -10,7 +10,8 @@ p(complement of S) and draft mass 0, on the existing NumPy path. Every verifier'
 outside S is proportional to p there, so the compressed law, spread back in proportion to p, is
 the full law (docs/design/device-path.md, Section 2); and the spreading keeps any verifier
 lossless (Section 3). Only O(k) numbers per row cross to the host; :func:`last_host_bytes` counts
-them.
+them. ``"sps"``, whose law is closed-form, computes it wholly on the device instead
+(:mod:`multidraft._device_sps`, Section 9).
 
 Mixed input (docs/design/device-path.md, Section 5): non-tensor arguments of a call with a
 tensor go to that tensor's device; tensors on two devices are refused.
@@ -126,8 +127,10 @@ def tensor_results(function):
             return function(*args, **kwargs)
         if on_host(*arguments):
             return host_tensors(function(*args, **kwargs))
-        device = call_device(**inspect.signature(function).bind(*args, **kwargs).arguments)
-        return device_tensors(function(*args, **kwargs), device)
+        result = function(*args, **kwargs)
+        if all(isinstance(r, _TENSOR_TYPE) for r in (result if isinstance(result, tuple) else (result,))):
+            return result
+        return device_tensors(result, call_device(**inspect.signature(function).bind(*args, **kwargs).arguments))
     return call
 
 
