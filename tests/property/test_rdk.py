@@ -2,16 +2,26 @@
 baseline, FR pruning, string intersection), affinity matrices (dense round trip, the proposal
 p' = M^T q', its two-stage sampler), the first-order proposal and its priors, calibration, and the
 samplers (speculative sampling with a proposal, draft blocks, the masked baseline's discard
-sampler, lossless by enumeration). p = TARGET, q = DRAFTER.
+sampler, lossless by enumeration). p = TARGET, q = DRAFTER. Every test runs twice: CPU tensors on
+the host route (the NumPy body), then on the accelerator's route (multidraft.rdk._on_device).
 """
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import multidraft as md
-from multidraft import rdk
+from multidraft import _device, rdk
 
 from .strategies import TOL, examples, law, row, stored, to_numpy
+
+
+@pytest.fixture(scope="module", autouse=True, params=["host route", "device route"])
+def route(request):
+    """Whether CPU tensors take the host route (as in use) or the path of an accelerator's tensors."""
+    previous = _device.CPU_ON_HOST
+    _device.CPU_ON_HOST = request.param == "host route"
+    yield request.param
+    _device.CPU_ON_HOST = previous
 
 
 @st.composite
@@ -180,14 +190,15 @@ def test_verification_with_a_proposal(data, seed):
     """rdk.transport / verify are speculative sampling with the proposal (lossless by enumeration);
     verify_block emits the accepted prefix of the drafts then one token (at most L + 1), per seed."""
     V, L = data.draw(st.integers(1, 6), label="V"), data.draw(st.integers(1, 3), label="L")
-    p = np.stack([data.draw(row(V)) for _ in range(L + 1)])
-    proposals = np.stack([data.draw(row(V)) for _ in range(L)])
-    law_sum = sum(proposals[0][d] * to_numpy(rdk.transport(p[0], proposals[0], np.array([d])))
-                  for d in range(V) if proposals[0][d] > 0)
-    assert np.abs(law_sum - p[0]).sum() <= TOL
-    drafts = np.array([int(np.argmax(proposals[j])) for j in range(L)])
+    p = data.draw(stored(np.stack([data.draw(row(V)) for _ in range(L + 1)])), label="p")
+    proposals = data.draw(stored(np.stack([data.draw(row(V)) for _ in range(L)])), label="proposals")
+    p64, r64 = law(p), law(proposals)
+    law_sum = sum(r64[0][d] * to_numpy(rdk.transport(p[0], proposals[0], np.array([d])))
+                  for d in range(V) if r64[0][d] > 0)
+    assert np.abs(law_sum - p64[0]).sum() <= TOL
+    drafts = np.array([int(np.argmax(r64[j])) for j in range(L)])
     token, accepted = to_numpy(rdk.verify(p[0], proposals[0], drafts[:1], seed))
-    assert bool(accepted) == (int(token) == drafts[0]) and p[0][int(token)] > 0
+    assert bool(accepted) == (int(token) == drafts[0]) and p64[0][int(token)] > 0
     emitted = to_numpy(rdk.verify_block(p, proposals, drafts, seed))
     assert 1 <= len(emitted) <= L + 1
     np.testing.assert_array_equal(emitted[:-1], drafts[:len(emitted) - 1])
@@ -200,16 +211,17 @@ def test_masked_baseline_is_lossless(data, seed):
     """The discard sampler: sum_d q_mask(d) T(d) + (1 - q(I)) T(-1) = p by enumeration, acceptance
     sum min(p, q_mask), verify's token has positive target mass."""
     vmap, Vd, Vt = data.draw(vocabulary_map(), label="map")
-    q = data.draw(row(Vd), label="q")
-    p = data.draw(row(Vt), label="p")
-    q_mask = to_numpy(vmap.masked(q))
+    q = data.draw(stored(data.draw(row(Vd), label="q values")), label="q")
+    p = data.draw(stored(data.draw(row(Vt), label="p values")), label="p")
+    masked = vmap.masked(q)  # a tensor for a tensor q
+    q_mask = to_numpy(masked)
     dropped = max(1.0 - q_mask.sum(), 0.0)
-    total = sum(q_mask[d] * to_numpy(rdk.masked_transport(p, q_mask, np.array([d]))) for d in range(Vt) if q_mask[d] > 0)
+    total = sum(q_mask[d] * to_numpy(rdk.masked_transport(p, masked, np.array([d]))) for d in range(Vt) if q_mask[d] > 0)
     if dropped > 0:
-        total = total + dropped * to_numpy(rdk.masked_transport(p, q_mask, np.array([-1])))
-    p64 = p / p.sum()
+        total = total + dropped * to_numpy(rdk.masked_transport(p, masked, np.array([-1])))
+    p64 = law(p)
     assert np.abs(total - p64).sum() <= TOL
-    assert abs(float(to_numpy(rdk.masked_acceptance(p, q_mask))) - np.minimum(p64, q_mask).sum()) <= TOL
+    assert abs(float(to_numpy(rdk.masked_acceptance(p, masked))) - np.minimum(p64, q_mask).sum()) <= TOL
     draft = -1 if dropped > 0 else int(np.argmax(q_mask))  # a dropped drafter token, if it has mass
-    token, accepted = to_numpy(rdk.masked_verify(p, q_mask, np.array([draft]), seed))
+    token, accepted = to_numpy(rdk.masked_verify(p, masked, np.array([draft]), seed))
     assert p64[int(token)] > 0 and bool(accepted) == (int(token) == draft)
