@@ -3,7 +3,6 @@ row stops, with both models' caches kept across rounds."""
 from __future__ import annotations
 
 import time
-from functools import partial
 from typing import List, Optional, Tuple
 
 import torch
@@ -14,7 +13,7 @@ from ._score import score_round
 from ._setup import Setup, row_generators
 from ._stats import GenerationStats
 from ._tree import TreeCache, check_model
-from ._verify import until_stop, verify_row
+from ._verify import until_stop, verify_rows
 
 
 def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
@@ -45,9 +44,10 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
             p = score_round(s, caches[1], pending[1], active, rows, trees, V)
             end = time.perf_counter()
             kept = [[[] for _ in range(B)] for _ in caches]
+            verified = verify_rows(trees, p.batch, [generators[b] for b in active], stats)
             for r, b in enumerate(active):
                 tree = trees[r]
-                tokens, path = verify_row(tree, partial(p, r), generators[b], stats)
+                tokens, path = verified[r]
                 if s.planner is not None and r == 0:  # tree="auto" learns the whole acceptance curve at once
                     s.planner.observe_root(p(r, 0), tree.groups[0].q)
                 stats.tree_nodes += tree.size

@@ -37,7 +37,14 @@ class TargetLaws:
         self.law, self.logits, self.rows, self.active, self.trees = law, logits, rows, active, trees
 
     def __call__(self, r: int, node: int) -> torch.Tensor:
-        b = self.active[r]
+        return self.batch([(r, node)])[0]
+
+    def batch(self, pairs) -> torch.Tensor:
+        """The laws (len(pairs), V) after each (active row r, node) of ``pairs``, in one call of the
+        law (a row's law is the same in any batch: docs/design/device-path.md, Section 7)."""
+        rows, nodes = [r for r, _ in pairs], [node for _, node in pairs]
+        batch = [self.active[r] for r in rows]
         # kept logits: the last pending slot (the root), then node i at slot i
-        prefixes = [self.rows[b] + self.trees[r].path(node)] if self.law.uses_prefixes else None
-        return self.law(self.logits[r, node][None], prefixes, [b])[0]
+        prefixes = [self.rows[b] + self.trees[r].path(node) for b, r, node in zip(batch, rows, nodes)] \
+            if self.law.uses_prefixes else None
+        return self.law(self.logits[rows, nodes], prefixes, batch)
