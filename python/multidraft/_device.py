@@ -642,6 +642,26 @@ def draft(verifier, q, n, rng):
     return to_device(compressed.host_ids[0, ids], device)
 
 
+def draft_rows(verifier, q, n: int, seeds: Sequence[int]) -> np.ndarray:
+    """(N, n) int64 draft ids on the host: row i drawn as ``verifier.draft(q[i], n, seeds[i])``
+    draws it, for the N laws of ``q`` (N, V) (a tensor or an array) in one call: on a device one
+    validation, one compression and one host read of the compressed laws for all rows (the
+    generation loop draws every node of a depth this way); on the host, row by row."""
+    if not on_device(q):
+        rows = host_view(q, "q") if takes(q) else q
+        return np.stack([np.asarray(verifier.draft(rows[i], n, seed)) for i, seed in enumerate(seeds)])
+    _begin()
+    draft = Law(q, "q", call_device(q=q), (2,))
+    draft.values, draft.scale = draft.raw.unsqueeze(1), draft.sums.unsqueeze(1)
+    compressed = Compressed(None, draft)
+    out = np.empty((len(seeds), n), dtype=np.int64)
+    for rows, k in compressed.groups():
+        _, q_c = compressed.problem(rows, k, False)
+        for row, law in zip(rows, q_c):  # the outside token has draft mass 0: never drawn
+            out[row] = compressed.host_ids[row, verifier.draft(law, n, int(seeds[row]))]
+    return out
+
+
 def draft_probability(verifier, q, drafts):
     """:meth:`Verifier.draft_probability` of tensors: a 0-d float64 tensor on their device."""
     if on_host(q, drafts):

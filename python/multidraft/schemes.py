@@ -80,6 +80,16 @@ def batched_inputs(p, q, n: Optional[int], kind: str, scales: Optional[list] = N
     return p.reshape(B, V), q.reshape(B, -1, V), n, batched
 
 
+def draft_seed(kind: str, rng: check.RngLike) -> int:
+    """The seed :meth:`DraftScheme.sample` draws a tuple of scheme ``kind`` with: one from ``rng``
+    (:func:`_validation.row_seeds`), but 0 for ``"topk"``, whose drafts are deterministic, so that
+    a Generator is not advanced. Drawing the seeds of several draws first (in their order) and
+    passing them as ints gives the draws the Generator would give."""
+    if kind == "topk" and isinstance(rng, np.random.Generator):
+        return 0  # deterministic drafts: leave the caller's generator where it is
+    return int(check.row_seeds(rng, 1)[0])
+
+
 class DraftScheme:
     """A draft scheme over a vocabulary of size ``V``: its ``kind`` (the name given as ``scheme=``),
     ``n`` and the draft law ``q``.
@@ -141,9 +151,7 @@ class DraftScheme:
     def sample(self, rng: check.RngLike = None) -> np.ndarray:
         """One draft tuple (n,) int64, drawn by the core's generator seeded from ``rng`` (``"topk"``:
         the one tuple, ``rng`` unused: a Generator is not advanced)."""
-        if self.kind == "topk" and isinstance(rng, np.random.Generator):
-            rng = 0  # deterministic drafts: leave the caller's generator where it is
-        seeds = check.row_seeds(rng, 1)
+        seeds = np.array([draft_seed(self.kind, rng)], dtype=np.uint64)
         return _core.sample_drafts(self.q.reshape(1, -1, self.V), self.kind, self.n, seeds)[0]
 
     def support(self) -> np.ndarray:

@@ -198,27 +198,26 @@ def test_auto_draft_truncation_keeps_the_mass_it_promises():
     np.testing.assert_array_equal(truncate_draft(one_hot, "auto"), one_hot)
 
 
-class Fixed:
-    """A stand-in scheme drawing given tokens (the round's bookkeeping only reads ``draft``), as a
-    tensor, as verifiers return the drafts of a law on the models' device."""
+class AnyCount:
+    """A stand-in verifier taking any number of drafts (the round's bookkeeping reads ``fixed_n`` only)."""
 
     fixed_n = None
 
-    def __init__(self, *draws):
-        self.draws = list(draws)
 
-    def draft(self, q, k, rng):
-        return torch.tensor(self.draws.pop(0)[:k], dtype=torch.int64)
+def add(tree, node: int, draws):
+    """Give ``node`` the group of the first k of ``draws``, k as the tree sizes it."""
+    verifier, k = tree.group_verifier(node, AnyCount())
+    tree.add_group(node, verifier, None, np.array(draws[:k]))
 
 
 def test_a_round_merges_equal_draws_and_draws_their_children_together():
     from multidraft.hf._round import RoundTree
 
     tree = RoundTree(hf.Tree.branching((3, 2)), depth_limit=2)
-    tree.draw(0, Fixed([5, 7, 5]), None, None)      # slots 0 and 2 drew 5: one node
+    add(tree, 0, [5, 7, 5])                         # slots 0 and 2 drew 5: one node
     assert tree.tokens == [-1, 5, 7] and tree.slots[1:] == [[0, 2], [1]]
     assert tree.child_slots(1) == [3, 4, 7, 8] and tree.child_slots(2) == [5, 6]
-    tree.draw(1, Fixed([1, 1, 2, 1]), None, None)   # a group of 4: two distinct children
+    add(tree, 1, [1, 1, 2, 1])                      # a group of 4: two distinct children
     assert tree.tokens[3:] == [1, 2] and tree.slots[3:] == [[3, 4, 8], [7]]
     assert tree.child_slots(3) == []                # the depth limit
     assert tree.path(4) == [5, 2] and tree.depths == [0, 1, 1, 2, 2]
@@ -226,7 +225,7 @@ def test_a_round_merges_equal_draws_and_draws_their_children_together():
     assert table[4].tolist() == [True, True, False, False, True, False, False]
     assert table[6].tolist() == [True] + [False] * 5 + [True]  # padding sees the committed tokens and itself
     capped = RoundTree(hf.Tree.chains(4, 2), depth_limit=2, group_cap=2)
-    capped.draw(0, Fixed([3, 3, 3, 3]), None, None)  # the cap: 2 of the 4 slots drawn
+    add(capped, 0, [3, 3, 3, 3])                    # the cap: 2 of the 4 slots drawn
     assert capped.tokens == [-1, 3] and capped.slots[1] == [0, 2] and len(capped.groups[0].drafts) == 2
 
 

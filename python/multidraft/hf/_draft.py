@@ -2,10 +2,12 @@
 depth for all rows and nodes; each node's children drawn jointly by the verifier's scheme."""
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from .._device import draft_rows
+from ..schemes import draft_seed
 from ._laws import truncate_draft
 from ._round import RoundTree
 from ._setup import Setup
@@ -27,9 +29,7 @@ def draft_round(s: Setup, shape: Tree, cache: TreeCache, pending, active, rows, 
     B = len(pending)
     logits = cache.forward(*chunk, ancestor_tables((), [], B, 0, cache.device), keep=1)[active, -1]
     prefixes = None if not s.law.uses_prefixes else [rows[b] for b in active]
-    laws = _draft_law(s, logits, prefixes, active, V)
-    for tree, q, rng in zip(trees, laws, rngs):
-        tree.draw(0, s.verifier, q, rng)
+    _draw(s, trees, [(r, 0) for r in range(len(trees))], _draft_law(s, logits, prefixes, active, V), rngs)
     depth = 1
     while True:
         parents = [[i for i in range(1, len(t.tokens)) if t.depths[i] == depth and t.child_slots(i)] for t in trees]
@@ -43,9 +43,26 @@ def draft_round(s: Setup, shape: Tree, cache: TreeCache, pending, active, rows, 
         prefixes = None if not s.law.uses_prefixes else \
             [rows[b] + trees[r].path(parents[r][k]) for r, b, k in picked]
         laws = _draft_law(s, flat, prefixes, [b for _, b, _ in picked], V)
-        for (r, _, k), q in zip(picked, laws):
-            trees[r].draw(parents[r][k], s.verifier, q, rngs[r])
+        _draw(s, trees, [(r, parents[r][k]) for r, _, k in picked], laws, rngs)
         depth += 1
+
+
+def _draw(s: Setup, trees: List[RoundTree], nodes: List[Tuple[int, int]], laws: torch.Tensor, rngs) -> None:
+    """Draw the groups of the (row, node) pairs ``nodes`` from their draft laws ``laws`` (N, V):
+    one batched draw per verifier and group size (``_device.draft_rows``: on a device, one host
+    read for all of them). Each node's seed comes from its row's generator in node order, as
+    drawing them one by one would take it, so the drafts do not depend on the batching."""
+    plans = [trees[r].group_verifier(node, s.verifier) for r, node in nodes]
+    seeds = [draft_seed(verifier.scheme_kind, rngs[r]) for (r, _), (verifier, _) in zip(nodes, plans)]
+    calls: Dict[Tuple[int, int], List[int]] = {}
+    for i, (verifier, k) in enumerate(plans):
+        calls.setdefault((id(verifier), k), []).append(i)
+    for index in calls.values():
+        verifier, k = plans[index[0]]
+        drafts = draft_rows(verifier, laws[index], k, [seeds[i] for i in index])
+        for i, row in zip(index, drafts):
+            r, node = nodes[i]
+            trees[r].add_group(node, verifier, laws[i], row)
 
 
 def _draft_law(s: Setup, logits: torch.Tensor, prefixes: Optional[List[List[int]]], owners, V: int) -> torch.Tensor:

@@ -13,7 +13,6 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from .._device import to_host
 from ..verifiers import Verifier, verifier as make_verifier
 from ._shape import Tree
 
@@ -64,15 +63,16 @@ class RoundTree:
             return []
         return [c for slot in self.slots[node] for c in self.shape.children[slot]]
 
-    def draw(self, node: int, v: Verifier, q: torch.Tensor, rng: np.random.Generator) -> None:
-        """Draw the group of ``node`` from its draft law ``q`` (V,) on the models' device (the k
-        draft ids come to the host) and add one child per distinct token (slots that drew the same
-        token are one node)."""
-        slots = self.child_slots(node)
-        verifier, k = group_verifier(v, len(slots), self.group_cap)
-        drafts = to_host(verifier.draft(q, k, rng))
+    def group_verifier(self, node: int, v: Verifier) -> Tuple[Verifier, int]:
+        """(the verifier that draws ``node``'s group under the loop's ``v``, how many drafts)."""
+        return group_verifier(v, len(self.child_slots(node)), self.group_cap)
+
+    def add_group(self, node: int, verifier: Verifier, q: torch.Tensor, drafts: np.ndarray) -> None:
+        """Set ``node``'s group: ``drafts`` (k,) on the host, drawn by ``verifier`` from the draft
+        law ``q`` (V,) on the models' device; one child per distinct token (slots that drew the
+        same token are one node)."""
         group = self.groups[node] = Group(drafts, verifier, q)
-        for slot, token in zip(slots, drafts.tolist()):
+        for slot, token in zip(self.child_slots(node), drafts.tolist()):
             child = group.children.get(token)
             if child is None:
                 child = group.children[token] = len(self.tokens)
