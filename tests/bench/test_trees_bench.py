@@ -70,4 +70,5 @@ def test_many_rounds_reports_a_mean_and_its_error():
     for r in rows:
         assert 1 <= r["tokens_per_pass"] <= 4 and r["standard_error"] >= 0
         assert r["reached"][0] > 0 and np.all(r["acceptance"] <= 1)
+        assert r["seconds"] > r["draft_seconds"] > 0 and r["seconds"] > r["verify_seconds"] > 0
     assert format_many_rounds(rows).count("\n") == 3

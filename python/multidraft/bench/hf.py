@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence, Tuple
 
@@ -155,33 +156,38 @@ def many_rounds(target, draft, prompts: torch.Tensor, mask: torch.Tensor, config
     """Tokens per target pass with a standard error, for chains of each (verifier, n): ``seeds``
     runs of ``target.generate(custom_generate=hf.decode)`` (sampling at the models' defaults, as
     :func:`compare`) on the whole batch of ``prompts`` (B, T), each run one sample; plus the
-    acceptance per depth over all rounds (``reached`` counts beside it)."""
+    acceptance per depth over all rounds (``reached`` counts beside it) and the medians over runs of
+    the wall time and of the time spent drafting and verifying (the batch's rows together)."""
     from .. import hf
 
     rows = []
     for name, n in configs:
-        per_run, reached, accepted = [], 0, 0
+        per_run, reached, accepted, seconds = [], 0, 0, []
         for seed in range(seeds):
+            start = time.perf_counter()
             stats = target.generate(prompts, attention_mask=mask, custom_generate=hf.decode, draft_model=draft,
                                     num_drafts=n, draft_length=draft_length, verifier=name, seed=seed,
                                     draft_top_k=draft_top_k, do_sample=True, max_new_tokens=new_tokens,
                                     min_new_tokens=new_tokens, pad_token_id=target.generation_config.eos_token_id,
                                     return_dict_in_generate=True).multidraft
+            seconds.append((time.perf_counter() - start, stats.draft_seconds, stats.verify_seconds))
             per_run.append(stats.tokens_per_target_pass)
             reached, accepted = reached + stats.reached, accepted + stats.accepted
         error = float(np.std(per_run, ddof=1) / np.sqrt(seeds)) if seeds > 1 else 0.0
+        wall, drafting, verifying = np.median(np.array(seconds), axis=0)
         rows.append(dict(verifier=name, n=n, tokens_per_pass=float(np.mean(per_run)), standard_error=error,
-                         reached=reached, acceptance=accepted / np.maximum(reached, 1)))
+                         reached=reached, acceptance=accepted / np.maximum(reached, 1), seconds=float(wall),
+                         draft_seconds=float(drafting), verify_seconds=float(verifying)))
     return rows
 
 
 def format_many_rounds(rows: List[dict]) -> str:
-    lines = ["| verifier | n | tokens per target pass (+- 2 s.e.) | acceptance per depth (groups verified) |",
-             "|---|---|---|---|"]
+    lines = ["| verifier | n | tokens per target pass (+- 2 s.e.) | acceptance per depth (groups verified) | wall time "
+             "(s) | drafting (ms) | verification (ms) |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         depths = " ".join(f"{a:.3f} ({c})" for a, c in zip(r["acceptance"], r["reached"]))
         lines.append(f"| {r['verifier']} | {r['n']} | {r['tokens_per_pass']:.3f} +- {2 * r['standard_error']:.3f} | "
-                     f"{depths} |")
+                     f"{depths} | {r['seconds']:.2f} | {1e3 * r['draft_seconds']:.0f} | {1e3 * r['verify_seconds']:.1f} |")
     return "\n".join(lines)
 
 
