@@ -54,7 +54,7 @@ def _nonnegative_vector(x, name: str, size: int, device):
     torch = _torch()
     vector = _device._tensor(x, name, device)
     if vector.dim() != 1 or vector.numel() == 0 or not (vector.dtype.is_floating_point or vector.dtype in
-                                                        _device._integer_dtypes()):
+                                                        _device._HOST_INTEGERS):
         raise ValueError(f"'{name}' must be a non-empty 1-D numeric array, got shape {tuple(vector.shape)}, "
                          f"dtype {vector.dtype}")
     if vector.shape[0] != size:
