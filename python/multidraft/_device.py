@@ -153,6 +153,21 @@ def call_device(**arguments):
     return device
 
 
+class PerDevice:
+    """Copies of one host object on each device, ``build(device)`` made on first use there under a
+    lock, so that objects shared by threads build each copy once (an affinity matrix's M^T, a
+    vocabulary map's index tensors)."""
+
+    def __init__(self, build):
+        self._build, self._copies, self._lock = build, {}, threading.Lock()
+
+    def on(self, device):
+        with self._lock:
+            if device not in self._copies:
+                self._copies[device] = self._build(device)
+            return self._copies[device]
+
+
 # ----------------------------------------------------------------------------- host traffic
 
 _traffic = threading.local()

@@ -9,6 +9,8 @@ import pytest
 import multidraft as md
 from multidraft import _device
 
+from .laws import normalised
+
 torch = pytest.importorskip("torch")
 
 V = 7
@@ -32,11 +34,6 @@ def test_every_registered_verifier_is_covered():
     assert {name for name, _, _ in VERIFIERS} == set(md.verifier_names())
 
 
-def _law(values) -> np.ndarray:
-    values = np.asarray(values, dtype=np.float64)
-    return values / values.sum()
-
-
 def cases():
     """(name, p (V,), q (V,)) float64 laws, unnormalised within float64 rounding."""
     rng = np.random.default_rng(33)
@@ -47,23 +44,23 @@ def cases():
         q = np.zeros(V)
         support = rng.choice(V, size=2 + i % 4, replace=False)
         q[support] = rng.dirichlet(np.ones(len(support)))
-        out.append((f"random{i}", _law(p if p.sum() else np.ones(V)), q))
-    base = _law(np.arange(1, V + 1))
-    top3 = _law([0, 3, 0, 2, 1, 0, 0])
+        out.append((f"random{i}", normalised(p if p.sum() else np.ones(V)), q))
+    base = normalised(np.arange(1, V + 1))
+    top3 = normalised([0, 3, 0, 2, 1, 0, 0])
     out += [
         ("p-equals-q", top3, top3),
-        ("disjoint", _law([1, 0, 2, 0, 0, 3, 4]), _law([0, 1, 0, 1, 0, 0, 0])),
-        ("one-hot-draft", base, _law([0, 0, 0, 1, 0, 0, 0])),
-        ("full-draft-support", base, _law(np.arange(V, 0, -1))),
-        ("ties", _law([1, 1, 1, 1, 1, 1, 1]), _law([1, 1, 0, 0, 1, 0, 0])),
-        ("outside-1e-12", _law([(1 - 1e-12) / 4, 5e-13, (1 - 1e-12) / 4, 5e-13, (1 - 1e-12) / 4, 0, (1 - 1e-12) / 4]),
-         _law([0, 1, 0, 1, 0, 0, 0])),
-        ("outside-heavy", _law([9, 0.1, 8, 0.2, 7, 0.3, 6]), _law([0, 2, 0, 1, 0, 1, 0])),  # Algorithm 2 ranks
+        ("disjoint", normalised([1, 0, 2, 0, 0, 3, 4]), normalised([0, 1, 0, 1, 0, 0, 0])),
+        ("one-hot-draft", base, normalised([0, 0, 0, 1, 0, 0, 0])),
+        ("full-draft-support", base, normalised(np.arange(V, 0, -1))),
+        ("ties", normalised([1, 1, 1, 1, 1, 1, 1]), normalised([1, 1, 0, 0, 1, 0, 0])),
+        ("outside-1e-12", normalised([(1 - 1e-12) / 4, 5e-13, (1 - 1e-12) / 4, 5e-13, (1 - 1e-12) / 4, 0, (1 - 1e-12) / 4]),
+         normalised([0, 1, 0, 1, 0, 0, 0])),
+        ("outside-heavy", normalised([9, 0.1, 8, 0.2, 7, 0.3, 6]), normalised([0, 2, 0, 1, 0, 1, 0])),  # Algorithm 2 ranks
         # Algorithm 2 with s = 2 ranks by p - q^2: 0.16 (token 1), 0.13 (token 0), then the outside
         # tokens; the two past the two kept ones, merged (0.14), would take token 0's place
-        ("merged-outside-ranks-high", _law([0.38, 0.25, 0.05, 0.07, 0.07, 0.09, 0.09]),
-         _law([0.5, 0.3, 0.2, 0, 0, 0, 0])),
-        ("p-zero-on-drafts", _law([1, 0, 2, 0, 3, 0, 0]), _law([0, 1, 0, 1, 0, 1, 0])),
+        ("merged-outside-ranks-high", normalised([0.38, 0.25, 0.05, 0.07, 0.07, 0.09, 0.09]),
+         normalised([0.5, 0.3, 0.2, 0, 0, 0, 0])),
+        ("p-zero-on-drafts", normalised([1, 0, 2, 0, 3, 0, 0]), normalised([0, 1, 0, 1, 0, 1, 0])),
     ]
     return out
 
@@ -202,8 +199,8 @@ def test_truncated_algorithm_2_keeps_its_free_places():
     """[CD] Algorithm 2 (truncation = 3) ranks tokens by p - q^2 and frees the best 3: the three
     outside tokens merged (0.168) rank above token 1 (0.096) in the compressed problem, which
     then frees a fourth place for it (the law would differ by 0.23 otherwise)."""
-    p = _law([0.0252, 0.1342, 0.2095, 0.1175, 0.0941, 0.091, 0.1605, 0.056, 0.056, 0.056])
-    q = _law([0.163, 0.196, 0.306, 0.335, 0, 0, 0, 0, 0, 0])
+    p = normalised([0.0252, 0.1342, 0.2095, 0.1175, 0.0941, 0.091, 0.1605, 0.056, 0.056, 0.056])
+    q = normalised([0.163, 0.196, 0.306, 0.335, 0, 0, 0, 0, 0, 0])
     v = md.verifier("khisti", truncation=3)
     tuples, masses = md.draft_scheme(q, 2).enumerate()
     P, Q = np.repeat(p[None], len(tuples), 0), np.repeat(q[None], len(tuples), 0)

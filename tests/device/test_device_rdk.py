@@ -9,19 +9,15 @@ import threading
 import numpy as np
 import pytest
 
-import multidraft as md
 from multidraft import _device, rdk
+
+from .laws import normalised
 
 torch = pytest.importorskip("torch")
 
 DTYPES = (torch.float64, torch.float32, torch.bfloat16)
 # drafter ids 0..5 -> target ids of a 7-token vocabulary; drafter tokens 2 and 5 have no target id
 VMAP = rdk.VocabularyMap(np.array([0, 2, -1, 3, 6, -1]), 7)
-
-
-def _law(values) -> np.ndarray:
-    values = np.asarray(values, dtype=np.float64)
-    return values / values.sum()
 
 
 def draft_laws():
@@ -31,10 +27,10 @@ def draft_laws():
     for i in range(6):
         q = rng.dirichlet(np.ones(6) * 0.6)
         q[rng.random(6) < 0.25] = 0.0
-        out.append((f"random{i}", _law(q if q.sum() else np.ones(6))))
-    out += [("one-hot-shared", _law([0, 0, 0, 1, 0, 0])), ("uniform", _law(np.ones(6))),
-            ("shared-1e-12", _law([5e-13, 0, 1 - 1e-12, 5e-13, 0, 0])), ("all-shared", _law([1, 2, 0, 3, 4, 0])),
-            ("ties", _law([1, 1, 1, 1, 1, 1]))]
+        out.append((f"random{i}", normalised(q if q.sum() else np.ones(6))))
+    out += [("one-hot-shared", normalised([0, 0, 0, 1, 0, 0])), ("uniform", normalised(np.ones(6))),
+            ("shared-1e-12", normalised([5e-13, 0, 1 - 1e-12, 5e-13, 0, 0])), ("all-shared", normalised([1, 2, 0, 3, 4, 0])),
+            ("ties", normalised([1, 1, 1, 1, 1, 1]))]
     return out
 
 
@@ -82,7 +78,7 @@ def assert_same_law(function, *args, **kwargs):
 @pytest.mark.parametrize("route", ["host", "device"])
 def test_every_per_position_function_returns_tensors_on_the_input_device(route):
     q = torch.tensor(np.stack([law for _, law in CASES[:3]]))
-    p = torch.tensor(np.stack([_law(np.arange(1, 8))] * 3))
+    p = torch.tensor(np.stack([normalised(np.arange(1, 8))] * 3))
     M = affinity()
     q_prime = VMAP.tli(q)
     q_mask = VMAP.masked(q)
@@ -117,7 +113,7 @@ def test_numpy_input_still_gives_numpy():
     q = CASES[0][1]
     assert type(VMAP.tli(q)) is np.ndarray and isinstance(VMAP.shared_mass(q), float)
     assert type(affinity().sample(VMAP.tli(q), 2, 0)) is np.ndarray
-    assert type(rdk.masked_acceptance(_law(np.arange(1, 8)), VMAP.masked(q))) is float
+    assert type(rdk.masked_acceptance(normalised(np.arange(1, 8)), VMAP.masked(q))) is float
 
 
 # ----------------------------------------------------------------------------- laws equal NumPy's
@@ -137,7 +133,7 @@ def test_proposals_equal_the_numpy_path(dtype):
     q_prime = on_route("host", VMAP.tli, torch.tensor(np.stack([law for _, law in CASES])))
     q_prime = q_prime.to(dtype) / q_prime.to(dtype).sum(-1, keepdim=True).to(dtype)
     assert_same_law(M.proposal, q_prime)
-    prior = torch.tensor(_law([5, 0, 3, 1, 1, 0, 2]))
+    prior = torch.tensor(normalised([5, 0, 3, 1, 1, 0, 2]))
     for n_eff in (None, 0.5, 1e6):
         assert_same_law(rdk.taylor_proposal, q_prime, prior, n_eff)
         assert_same_law(rdk.taylor_proposal, q_prime[0], prior.numpy(), n_eff)
@@ -146,7 +142,7 @@ def test_proposals_equal_the_numpy_path(dtype):
 def test_a_row_is_the_same_alone_as_in_its_batch():
     q = torch.tensor(np.stack([law for _, law in CASES]))
     M = affinity()
-    prior = torch.tensor(_law(np.arange(7, 0, -1)))
+    prior = torch.tensor(normalised(np.arange(7, 0, -1)))
     batch = {"tli": VMAP.tli(q), "masked": VMAP.masked(q)}
     batch["proposal"] = M.proposal(batch["tli"])
     batch["taylor"] = rdk.taylor_proposal(batch["tli"], prior)
@@ -164,7 +160,7 @@ def test_a_row_is_the_same_alone_as_in_its_batch():
 def test_speculative_sampling_with_the_device_proposals_is_lossless(case):
     """sum_d p'(d) transport(p, p', d) == p, enumerated over every draft, for TLI, RDK and
     first-order RDK proposals computed on the device."""
-    p = torch.tensor(_law([4, 0, 1, 3, 2, 0.5, 1]))
+    p = torch.tensor(normalised([4, 0, 1, 3, 2, 0.5, 1]))
     q_prime = VMAP.tli(torch.tensor(case[1]))
     for proposal in (q_prime, affinity().proposal(q_prime), rdk.taylor_proposal(q_prime, torch.ones(7) / 7, 2.0)):
         mixture = sum(float(proposal[d]) * rdk.transport(p, proposal, torch.tensor([d]))
@@ -176,7 +172,7 @@ def test_speculative_sampling_with_the_device_proposals_is_lossless(case):
 def test_the_masked_discard_sampler_is_lossless_and_equals_the_numpy_path(case):
     """Drafts d ~ q_mask plus -1 (the dropped mass 1 - q(I)): sum over d of its probability times
     masked_transport(p, q_mask, d) == p; each law and the acceptance equal the NumPy path's."""
-    p = torch.tensor(_law([4, 0, 1, 3, 2, 0.5, 1]))
+    p = torch.tensor(normalised([4, 0, 1, 3, 2, 0.5, 1]))
     q_mask = VMAP.masked(torch.tensor(case[1]))
     weights = {d: float(q_mask[d]) for d in range(7) if q_mask[d] > 0}
     weights[-1] = 1.0 - float(q_mask.sum())
@@ -193,7 +189,7 @@ def test_the_masked_discard_sampler_is_lossless_and_equals_the_numpy_path(case):
 def test_the_two_stage_sampler_follows_m_transposed_q_prime():
     """Frequencies of M.sample on the device against p' = M^T q' (5 sigma); tokens of p' = 0 never."""
     M = affinity()
-    q_prime = torch.tensor(_law([3, 0, 1, 0, 2, 0, 0]))
+    q_prime = torch.tensor(normalised([3, 0, 1, 0, 2, 0, 0]))
     draws = M.sample(q_prime.expand(4000, 7), 5, np.arange(4000)).cpu().numpy().ravel()
     law = M.proposal(q_prime).cpu().numpy()
     frequencies = np.bincount(draws, minlength=7) / draws.size
@@ -230,9 +226,9 @@ def test_row_draws_are_the_inverse_cdf_of_each_row():
 
 
 def test_a_device_draft_block_is_lossless_at_its_first_token_and_runs_to_the_bonus():
-    p = torch.tensor(np.stack([_law([4, 0, 1, 3, 2, 0.5, 1]), _law([1, 1, 0, 0, 2, 0, 1]),
-                               _law([0, 0, 3, 1, 0, 0, 1])]))
-    proposals = torch.tensor(np.stack([_law([0, 1, 1, 0, 2, 0, 0]), _law([1, 0, 0, 0, 1, 0, 3])]))
+    p = torch.tensor(np.stack([normalised([4, 0, 1, 3, 2, 0.5, 1]), normalised([1, 1, 0, 0, 2, 0, 1]),
+                               normalised([0, 0, 3, 1, 0, 0, 1])]))
+    proposals = torch.tensor(np.stack([normalised([0, 1, 1, 0, 2, 0, 0]), normalised([1, 0, 0, 0, 1, 0, 3])]))
     drafts = [torch.stack([torch.multinomial(proposals[j], 1, generator=torch.Generator(
         device=proposals.device).manual_seed(s))[0] for j in range(2)]) for s in range(3000)]
     firsts = np.array([int(rdk.verify_block(p, proposals, drafts[s], s)[0]) for s in range(3000)])
@@ -245,7 +241,7 @@ def test_a_device_draft_block_is_lossless_at_its_first_token_and_runs_to_the_bon
 
 
 def test_the_device_masked_verifier_accepts_only_its_draft():
-    p = torch.tensor(_law([4, 0, 1, 3, 2, 0.5, 1])).expand(400, 7)
+    p = torch.tensor(normalised([4, 0, 1, 3, 2, 0.5, 1])).expand(400, 7)
     q_mask = VMAP.masked(torch.tensor(CASES[0][1])).expand(400, 7)
     drafts = torch.tensor([[2], [-1], [3], [-1]] * 100)  # the tokens of q_mask, and its dropped mass
     token, accepted = rdk.masked_verify(p, q_mask, drafts, np.arange(400))
@@ -286,13 +282,13 @@ def refusals():
     negative[0] = -0.25
     M = affinity()
     q_prime = VMAP.tli(good)
-    p = torch.tensor(_law(np.arange(1, 8)))
+    p = torch.tensor(normalised(np.arange(1, 8)))
     return [
         ("tli-nan", lambda: VMAP.tli(nan)),
         ("masked-negative", lambda: VMAP.masked(negative)),
         ("shared_mass-unnormalised", lambda: VMAP.shared_mass(good * 1.5)),
         ("tli-size", lambda: VMAP.tli(torch.ones(5) / 5)),
-        ("tli-no-shared-mass", lambda: VMAP.tli(torch.tensor(np.stack([CASES[0][1], _law([0, 0, 1, 0, 0, 1])])))),
+        ("tli-no-shared-mass", lambda: VMAP.tli(torch.tensor(np.stack([CASES[0][1], normalised([0, 0, 1, 0, 0, 1])])))),
         ("proposal-size", lambda: M.proposal(torch.ones(6) / 6)),
         ("sample-size", lambda: M.sample(torch.ones(6) / 6, 2, 0)),
         ("sample-n", lambda: M.sample(q_prime, 0, 0)),

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-import multidraft as md
 from multidraft import _device, rdk
 
 from .strategies import TOL, examples, law, row, stored, to_numpy

@@ -27,7 +27,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -163,34 +163,28 @@ PER_TOKEN = ("tli", "rdk_proposal", "two_stage_sample", "taylor", "verify")
 """The per-token calls timed, in the tables' order."""
 
 
-def per_token_ms(vmap, M, prior, p, q, rng_seed: int, tokens: int, sync=None) -> Dict[str, float]:
-    """Median milliseconds of each per-token call over ``tokens`` positions, each on its own (fresh)
-    row of ``p`` and ``q`` (NumPy arrays, or tensors on a device: ``sync`` then waits for it), and
-    for tensors the mean bytes a call reads from the device to the host (key ``<call>_bytes``)."""
-    read = {}
-
-    def median(call, name: str) -> float:
-        times, before = [], _device.host_bytes_read()
-        for b in range(tokens):
-            start = time.perf_counter()
-            call(b)
-            if sync is not None:
-                sync()
-            times.append(time.perf_counter() - start)
-        read[f"{name}_bytes"] = (_device.host_bytes_read() - before) / tokens
-        return 1e3 * float(np.median(times))
-
+def per_token(vmap, M, prior, p, q, rng_seed: int, tokens: int, sync=None) -> Dict[str, Tuple[float, float]]:
+    """``{call: (median milliseconds, mean bytes read from the device to the host)}`` of each
+    per-token call over ``tokens`` positions, each on its own (fresh) row of ``p`` and ``q`` (NumPy
+    arrays, or tensors on a device: ``sync`` then waits for it)."""
     q_prime = vmap.tli(q)
     p_prime = M.proposal(q_prime)
     drafts = M.sample(q_prime, 1, list(range(rng_seed, rng_seed + q_prime.shape[0])))
-    times = {
-        "tli": median(lambda b: vmap.tli(q[b]), "tli"),
-        "rdk_proposal": median(lambda b: M.proposal(q_prime[b]), "rdk_proposal"),
-        "two_stage_sample": median(lambda b: M.sample(q_prime[b], 1, b), "two_stage_sample"),
-        "taylor": median(lambda b: rdk.taylor_proposal(q_prime[b], prior), "taylor"),
-        "verify": median(lambda b: rdk.verify(p[b], p_prime[b], drafts[b], b), "verify"),
-    }
-    return {**times, **read}
+    calls = {"tli": lambda b: vmap.tli(q[b]), "rdk_proposal": lambda b: M.proposal(q_prime[b]),
+             "two_stage_sample": lambda b: M.sample(q_prime[b], 1, b),
+             "taylor": lambda b: rdk.taylor_proposal(q_prime[b], prior),
+             "verify": lambda b: rdk.verify(p[b], p_prime[b], drafts[b], b)}
+    out = {}
+    for name in PER_TOKEN:
+        times, before = [], _device.host_bytes_read()
+        for b in range(tokens):
+            start = time.perf_counter()
+            calls[name](b)
+            if sync is not None:
+                sync()
+            times.append(time.perf_counter() - start)
+        out[name] = (1e3 * float(np.median(times)), (_device.host_bytes_read() - before) / tokens)
+    return out
 
 
 def timing(V: int, contexts: int = 32, rows_fraction: float = 0.25, top_k: int = 32, tokens: int = 50,
@@ -217,17 +211,16 @@ def timing(V: int, contexts: int = 32, rows_fraction: float = 0.25, top_k: int =
     prior = rdk.unigram_prior(counts)
     row = {"V": V, "rows": int(vmap.shared.size), "top_k": top_k, "contexts": contexts, "nnz": M.nnz,
            "covariance_topk_s": covariance, "softmax_s": softmax_seconds}
-    row.update({f"{name}_ms": ms for name, ms in per_token_ms(vmap, M, prior, p, q, seed, tokens).items()
-                if not name.endswith("_bytes")})
+    row.update({f"{name}_ms": ms for name, (ms, _) in per_token(vmap, M, prior, p, q, seed, tokens).items()})
     if device is not None:
         import torch
 
         on = {name: torch.tensor(x, dtype=torch.float32, device=device) for name, x in (("p", p), ("q", q))}
         sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else None
         M.proposal(on["q"][:1])  # M^T is copied to the device once, before the timed calls
-        measured = per_token_ms(vmap, M, torch.tensor(prior, device=device), on["p"], on["q"], seed, tokens, sync)
-        row.update({f"tensor_{name}" + ("" if name.endswith("_bytes") else "_ms"): value
-                    for name, value in measured.items()})
+        measured = per_token(vmap, M, torch.tensor(prior, device=device), on["p"], on["q"], seed, tokens, sync)
+        for name, (ms, read) in measured.items():
+            row[f"tensor_{name}_ms"], row[f"tensor_{name}_bytes"] = ms, read
     return row
 
 

@@ -80,10 +80,15 @@ class AutoTree:
         self.model_seconds += round_seconds(self.shape.parents, self.target_costs, self.draft_costs)
         return self.shape
 
+    @property
+    def observing(self) -> bool:
+        """Whether :meth:`observe_root` still learns from roots (the loop computes their laws only then)."""
+        return self.exact_left > 0
+
     def observe_root(self, p: np.ndarray, q: np.ndarray) -> None:
         """At the first :data:`EXACT_OBSERVATIONS` roots verified: the verifier's exact acceptance
         alpha(k) at that root (target law ``p``, draft law ``q``) for every group size."""
-        if self.exact_left <= 0:
+        if not self.observing:
             return
         self.exact_left -= 1
         for k in range(1, (self.verifier.fixed_n or self.widest) + 1):

@@ -48,8 +48,8 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
             for r, b in enumerate(active):
                 tree = trees[r]
                 tokens, path = verified[r]
-                if s.planner is not None and r == 0:  # tree="auto" learns the whole acceptance curve at once
-                    s.planner.observe_root(p(r, 0), tree.groups[0].q)
+                if s.planner is not None and r == 0 and s.planner.observing:
+                    s.planner.observe_root(p(r, 0), tree.groups[0].q)  # tree="auto": its first roots, exactly
                 stats.tree_nodes += tree.size
                 tokens, done[b] = until_stop(s.stopping, rows[b], tokens)
                 rows[b] += tokens

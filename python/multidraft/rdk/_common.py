@@ -16,6 +16,22 @@ def no_shared_mass(row: int) -> ValueError:
                       "at this position and let the target sample")
 
 
+def check_block_shape(p_shape, L: int, V: int) -> None:
+    """Refuse a draft block whose target laws ``p`` are not (L + 1, V) for L proposals of width V."""
+    if tuple(p_shape) != (L + 1, V):
+        raise ValueError(f"'p' must be (L + 1, V) = ({L + 1}, {V}), got {tuple(p_shape)}")
+
+
+def check_mask_shape(q_shape, p_shape) -> None:
+    """Refuse a masked drafter law ``q_mask`` whose shape is not that of ``p``."""
+    if tuple(q_shape) != tuple(p_shape):
+        raise ValueError(f"'q_mask' must have the shape of 'p' {tuple(p_shape)}, got {tuple(q_shape)}")
+
+
+#: The refusal of a masked drafter law that breaks its rules (the masked baseline, [OOV] Section 1).
+MASK_RULE = "'q_mask' must be finite, >= 0 and sum to at most 1 (the masked drafter mass q(I))"
+
+
 def effective_size(n_eff, V: int) -> float:
     """First-order RDK's N ([OOV] Eq. (3)): ``n_eff``, by default the target vocabulary size V."""
     n_eff = float(V if n_eff is None else n_eff)

@@ -8,11 +8,10 @@ host. CPU tensors take the NumPy path instead (:data:`multidraft._device.CPU_ON_
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .. import _device
 from .. import _validation as check
-from ._common import effective_size, no_shared_mass
+from ._common import MASK_RULE, _nonnegative_vector as _common_nonnegative_vector, check_block_shape, \
+    check_mask_shape, effective_size, no_shared_mass
 
 
 def _torch():
@@ -30,9 +29,7 @@ def project(vocabulary, q, renormalise: bool):
     _device._begin()
     device = _device.call_device(q=q)
     law = _device.Law(q, "q", device, (1, 2))
-    if law.raw.shape[-1] != vocabulary.draft_size:
-        raise ValueError(f"'q' has vocabulary size {law.raw.shape[-1]}, but the map's drafter vocabulary has "
-                         f"{vocabulary.draft_size}")
+    vocabulary._check_width(law.raw.shape[-1])
     columns, targets = vocabulary._index_on(device)
     rows = law.rows()
     out = torch.zeros((rows.shape[0], vocabulary.target_size), dtype=torch.float64, device=device)
@@ -49,35 +46,34 @@ def project(vocabulary, q, renormalise: bool):
     return out, mass, law.raw.dim() == 2
 
 
-def _nonnegative_vector(x, name: str, size: int, device):
-    """``x`` (size,) as a float64 tensor on ``device``, finite and >= 0 (the rules of the NumPy path)."""
+def _prior(x, size: int, device):
+    """``x`` as first-order RDK's prior (size,), float64 on ``device``, and a 0-d bool tensor set
+    when it breaks the NumPy path's rules (1-D numeric of length ``size``, finite, >= 0): read with
+    the call's other flag, then the NumPy path's own check explains."""
     torch = _torch()
-    vector = _device._tensor(x, name, device)
-    if vector.dim() != 1 or vector.numel() == 0 or not (vector.dtype.is_floating_point or vector.dtype in
-                                                        _device._HOST_INTEGERS):
-        raise ValueError(f"'{name}' must be a non-empty 1-D numeric array, got shape {tuple(vector.shape)}, "
-                         f"dtype {vector.dtype}")
-    if vector.shape[0] != size:
-        raise ValueError(f"'{name}' has length {vector.shape[0]}, expected {size}")
+    vector = _device._tensor(x, "prior", device)
+    numeric = vector.dtype.is_floating_point or vector.dtype in _device._HOST_INTEGERS
+    if vector.dim() != 1 or vector.shape[0] != size or not numeric:
+        return vector, torch.ones((), dtype=torch.bool, device=device)
     vector = vector.to(torch.float64)
-    bad = ~torch.isfinite(vector) | (vector < 0)
-    where = torch.nonzero(bad)
-    if where.shape[0]:
-        index = int(_device.to_host(where[0])[0])
-        raise ValueError(f"'{name}' must be finite and >= 0, got {float(_device.to_host(vector[index]))!r} "
-                         f"at index {index}")
-    return vector
+    return vector, (~torch.isfinite(vector) | (vector < 0)).any()
 
 
 def taylor(q_prime, prior, n_eff):
     """:func:`multidraft.rdk.taylor_proposal` of tensors, [OOV] Eq. (3): (B, V) rows and batched."""
+    torch = _torch()
     _device._begin()
     device = _device.call_device(q_prime=q_prime, prior=prior)
     law = _device.Law(q_prime, "q_prime", device, (1, 2))
-    _device.refuse_failed(law)
+    V = law.raw.shape[-1]
+    prior, prior_bad = _prior(prior, V, device)
+    refused, prior_refused = _device.to_host(torch.stack([law.bad, prior_bad]))
+    if refused:
+        law.refuse()
+    if prior_refused:
+        _common_nonnegative_vector(prior.cpu(), "prior", V)  # raises the NumPy path's message
+    n_eff = effective_size(n_eff, V)
     rows = law.rows()
-    prior = _nonnegative_vector(prior, "prior", rows.shape[1], device)
-    n_eff = effective_size(n_eff, rows.shape[1])
     theta = _device.row_sums(rows * prior).unsqueeze(-1)  # pi^T q'
     tilde = (n_eff * rows + theta * prior) / (n_eff + prior)
     return tilde / _device.row_sums(tilde).unsqueeze(-1), law.raw.dim() == 2
@@ -93,8 +89,7 @@ def sample(matrix, q_prime, n: int, rng):
     device = _device.call_device(q_prime=q_prime)
     law = _device.Law(q_prime, "q_prime", device, (1, 2))
     _device.refuse_failed(law)
-    if law.raw.shape[-1] != matrix.V:
-        raise ValueError(f"'q_prime' has vocabulary size {law.raw.shape[-1]}, but M has {matrix.V}")
+    matrix._check_width(law.raw.shape[-1])
     rows = law.rows()
     uniforms = _device.row_uniforms(check.row_seeds(rng, rows.shape[0]), 2 * n)
     first = _device.inverse_cdf_at(rows, _device.to_device(uniforms[:, :n], device))
@@ -114,8 +109,7 @@ def verify_block(p, proposals, drafts, rng, verify):
     law = _device.Law(proposals, "proposals", device, (2,))
     _device.refuse_failed(target, law)
     L, V = law.raw.shape
-    if tuple(target.raw.shape) != (L + 1, V):
-        raise ValueError(f"'p' must be (L + 1, V) = ({L + 1}, {V}), got {tuple(target.raw.shape)}")
+    check_block_shape(target.raw.shape, L, V)
     d = _device.host_tokens(drafts, V, L, (1,))
     seeds = check.row_seeds(rng, L + 1)
     emitted = []
@@ -136,8 +130,7 @@ def discard_extension(p, q_mask):
     device = _device.call_device(p=p, q_mask=q_mask)
     target = _device.Law(p, "p", device, (1, 2))
     q = _device._tensor(q_mask, "q_mask", device)
-    if tuple(q.shape) != tuple(target.raw.shape):
-        raise ValueError(f"'q_mask' must have the shape of 'p' {tuple(target.raw.shape)}, got {tuple(q.shape)}")
+    check_mask_shape(q.shape, target.raw.shape)
     q = q.reshape(-1, q.shape[-1]).to(torch.float64)
     mass = _device.row_sums(q)
     bad = ~torch.isfinite(mass).all() | (q.amin() < 0) | (mass > 1 + check.SUM_TOLERANCE).any()
@@ -145,7 +138,7 @@ def discard_extension(p, q_mask):
     if refused:
         target.refuse()
     if q_bad:
-        raise ValueError("'q_mask' must be finite, >= 0 and sum to at most 1 (the masked drafter mass q(I))")
+        raise ValueError(MASK_RULE)
     q_ext = torch.cat([q, (1.0 - mass).clamp(min=0.0).unsqueeze(-1)], -1)
     q_ext = q_ext / _device.row_sums(q_ext).unsqueeze(-1)  # only rescales round-off above 1
     p_rows = target.rows()

@@ -2,7 +2,6 @@
 RDK proposal p' = M^T q' (Algorithm 1)."""
 from __future__ import annotations
 
-import threading
 import warnings
 from dataclasses import dataclass
 from typing import Tuple
@@ -74,7 +73,7 @@ class AffinityMatrix:
                                  f"within {check.SUM_TOLERANCE:g}; pass renormalise=True to rescale)")
         self.V = V
         self.indptr, self.indices, self.values = indptr, indices, values
-        self._on_device, self._lock = {}, threading.Lock()  # M^T as a torch sparse matrix per device
+        self._transposed = _device.PerDevice(self._transpose)  # M^T as a torch sparse matrix per device
         for array in (self.indptr, self.indices, self.values):
             array.setflags(write=False)
 
@@ -121,10 +120,14 @@ class AffinityMatrix:
         np.add.at(dense, (np.repeat(np.arange(self.V), np.diff(self.indptr)), self.indices), self.values)
         return dense
 
+    def _check_width(self, width: int) -> None:
+        """Refuse a law ``q_prime`` whose last axis is not M's vocabulary."""
+        if width != self.V:
+            raise ValueError(f"'q_prime' has vocabulary size {width}, but M has {self.V}")
+
     def _q_prime(self, q_prime):
         rows, batched = _rows(q_prime, "q_prime")
-        if rows.shape[1] != self.V:
-            raise ValueError(f"'q_prime' has vocabulary size {rows.shape[1]}, but M has {self.V}")
+        self._check_width(rows.shape[1])
         return rows, batched
 
     @_device.tensor_results
@@ -145,28 +148,24 @@ class AffinityMatrix:
         device = _device.call_device(q_prime=q_prime)
         law = _device.Law(q_prime, "q_prime", device, (1, 2))
         _device.refuse_failed(law)
-        if law.raw.shape[-1] != self.V:
-            raise ValueError(f"'q_prime' has vocabulary size {law.raw.shape[-1]}, but M has {self.V}")
-        out = (self._transposed(device) @ law.rows().T).T  # p'[j] = sum_i M[i, j] q'[i]
+        self._check_width(law.raw.shape[-1])
+        out = (self._transposed.on(device) @ law.rows().T).T  # p'[j] = sum_i M[i, j] q'[i]
         return out if law.raw.dim() == 2 else out[0]
 
-    def _transposed(self, device):
-        """M^T as a torch sparse CSR matrix on ``device`` (M's entries ordered by column), built on
-        first use there. CSR, not COO: its product with dense columns is the sparse libraries' own
-        kernel (docs/benchmarks/rdk.md, "On tensors")."""
+    def _transpose(self, device):
+        """M^T as a torch sparse CSR matrix on ``device`` (M's entries ordered by column). CSR, not
+        COO: its product with dense columns is the sparse libraries' own kernel
+        (docs/benchmarks/rdk.md, "On tensors")."""
         import torch
 
-        with self._lock:
-            if device not in self._on_device:
-                rows = np.repeat(np.arange(self.V, dtype=np.int64), np.diff(self.indptr))
-                order = np.lexsort((rows, self.indices))  # by column of M, i.e. by row of M^T
-                starts = np.concatenate([[0], np.cumsum(np.bincount(self.indices, minlength=self.V))])
-                with warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-                    self._on_device[device] = torch.sparse_csr_tensor(
-                        torch.from_numpy(starts.astype(np.int64)), torch.from_numpy(rows[order]),
-                        torch.from_numpy(self.values[order]), (self.V, self.V), check_invariants=True).to(device)
-            return self._on_device[device]
+        rows = np.repeat(np.arange(self.V, dtype=np.int64), np.diff(self.indptr))
+        order = np.lexsort((rows, self.indices))  # by column of M, i.e. by row of M^T
+        starts = np.concatenate([[0], np.cumsum(np.bincount(self.indices, minlength=self.V))])
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            return torch.sparse_csr_tensor(torch.from_numpy(starts.astype(np.int64)), torch.from_numpy(rows[order]),
+                                           torch.from_numpy(self.values[order]), (self.V, self.V),
+                                           check_invariants=True).to(device)
 
     @_device.tensor_results
     def sample(self, q_prime, n: int = 1, rng: check.RngLike = None) -> np.ndarray:

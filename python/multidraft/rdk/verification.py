@@ -10,7 +10,7 @@ from .. import _core, _device
 from .. import _validation as check
 from ..verifiers import verifier
 from . import _on_device
-from ._common import _rows, _unbatch
+from ._common import MASK_RULE, _rows, _unbatch, check_block_shape, check_mask_shape
 
 
 def transport(p, proposal, drafts) -> np.ndarray:
@@ -46,8 +46,7 @@ def verify_block(p, proposals, drafts, rng: check.RngLike = None) -> np.ndarray:
     p = check.probabilities(p, "p", ndims=(2,))
     proposals = check.probabilities(proposals, "proposals", ndims=(2,))
     L = proposals.shape[0]
-    if p.shape != (L + 1, proposals.shape[1]):
-        raise ValueError(f"'p' must be (L + 1, V) = ({L + 1}, {proposals.shape[1]}), got {p.shape}")
+    check_block_shape(p.shape, L, proposals.shape[1])
     drafts = check.tokens(drafts, p.shape[1], L, ndims=(1,))
     seeds = check.row_seeds(rng, L + 1)
     emitted = []
@@ -71,12 +70,10 @@ def _discard_extension(p, q_mask):
         return _on_device.discard_extension(p, q_mask)
     p2, batched = _rows(p, "p")
     q = check.as_array(q_mask, "q_mask")[0]  # a CPU torch tensor too, like p
-    shape = p2.shape if batched else p2.shape[1:]
-    if q.shape != shape:
-        raise ValueError(f"'q_mask' must have the shape of 'p' {shape}, got {q.shape}")
+    check_mask_shape(q.shape, p2.shape if batched else p2.shape[1:])
     q2 = np.asarray(q, dtype=np.float64).reshape(p2.shape)
     if not np.all(np.isfinite(q2)) or np.any(q2 < 0) or np.any(q2.sum(axis=1) > 1 + check.SUM_TOLERANCE):
-        raise ValueError("'q_mask' must be finite, >= 0 and sum to at most 1 (the masked drafter mass q(I))")
+        raise ValueError(MASK_RULE)
     dropped = np.maximum(1.0 - q2.sum(axis=1, keepdims=True), 0.0)
     q_ext = np.hstack([q2, dropped])
     q_ext /= q_ext.sum(axis=1, keepdims=True)  # only rescales round-off above 1

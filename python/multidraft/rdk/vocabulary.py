@@ -2,7 +2,6 @@
 Algorithm 3)."""
 from __future__ import annotations
 
-import threading
 from typing import Sequence
 
 import numpy as np
@@ -54,7 +53,7 @@ class VocabularyMap:
             raise ValueError(f"'draft_to_target' is not injective: target id {int(unique[counts > 1][0])} "
                              "has several drafter tokens")
         self.draft_to_target.setflags(write=False)
-        self._on_device, self._lock = {}, threading.Lock()  # the map as tensors, per device
+        self._index = _device.PerDevice(self._index_tensors)
 
     @classmethod
     def pruned(cls, kept, vocab_size: int) -> "VocabularyMap":
@@ -110,14 +109,18 @@ class VocabularyMap:
     def _index_on(self, device):
         """(drafter columns, their target ids) of the mapped tokens as int64 tensors on ``device``,
         copied there on first use."""
+        return self._index.on(device)
+
+    def _index_tensors(self, device):
         import torch
 
-        with self._lock:
-            if device not in self._on_device:
-                columns = np.flatnonzero(self.draft_to_target >= 0)
-                self._on_device[device] = (torch.from_numpy(columns).to(device),
-                                           torch.from_numpy(self.draft_to_target[columns]).to(device))
-            return self._on_device[device]
+        columns = np.flatnonzero(self.draft_to_target >= 0)
+        return torch.from_numpy(columns).to(device), torch.from_numpy(self.draft_to_target[columns]).to(device)
+
+    def _check_width(self, width: int) -> None:
+        """Refuse a drafter law ``q`` whose last axis is not the map's drafter vocabulary."""
+        if width != self.draft_size:
+            raise ValueError(f"'q' has vocabulary size {width}, but the map's drafter vocabulary has {self.draft_size}")
 
     def _project(self, q, renormalise: bool):
         """(q on I as target-width rows, q(I) per row, batched); with ``renormalise``, TLI, refused
@@ -125,9 +128,7 @@ class VocabularyMap:
         if _device.on_device(q):
             return _on_device.project(self, q, renormalise)
         rows, batched = _rows(q, "q")
-        if rows.shape[1] != self.draft_size:
-            raise ValueError(f"'q' has vocabulary size {rows.shape[1]}, but the map's drafter vocabulary has "
-                             f"{self.draft_size}")
+        self._check_width(rows.shape[1])
         out, mass = _rdk.project(rows, self.draft_to_target, self.target_size, renormalise)
         if renormalise and np.any(mass <= 0):
             raise no_shared_mass(int(np.flatnonzero(mass <= 0)[0]))
