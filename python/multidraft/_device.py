@@ -10,8 +10,8 @@ p(complement of S) and draft mass 0, on the existing NumPy path. Every verifier'
 outside S is proportional to p there, so the compressed law, spread back in proportion to p, is
 the full law (docs/design/device-path.md, Section 2); and the spreading keeps any verifier
 lossless (Section 3). Only O(k) numbers per row cross to the host; :func:`last_host_bytes` counts
-them. ``"sps"``, whose law is closed-form, computes it wholly on the device instead
-(:mod:`multidraft._device_sps`, Section 9).
+them. ``"sps"``, ``"naive"`` and ``"topk"``, whose laws are closed-form, compute them wholly on the
+device instead (:mod:`multidraft._device_closed_form`, Section 9).
 
 Mixed input (docs/design/device-path.md, Section 5): non-tensor arguments of a call with a
 tensor go to that tensor's device; tensors on two devices are refused.
@@ -575,9 +575,10 @@ def transport(verifier, p, q, drafts):
     """:meth:`Verifier.transport` of tensors: (V,) or (B, V) float64 on their device."""
     if on_host(p, q, drafts):
         return host_tensors(verifier.transport(host_view(p, "p"), host_view(q, "q"), host_view(drafts, "drafts")))
-    if verifier.name == "sps":
-        from . import _device_sps
-        return _device_sps.transport(*call_laws(verifier, p, q, drafts))
+    from . import _device_closed_form as closed_form
+
+    if verifier.name in closed_form.NAMES:
+        return closed_form.transport(verifier, *call_laws(verifier, p, q, drafts))
     compressed, d, batched = _inputs(verifier, p, q, drafts)
     independent = verifier.scheme_kind == "independent"
     laws_c = np.zeros((d.shape[0], compressed.ids.shape[1] + 1))
@@ -591,9 +592,10 @@ def verify(verifier, p, q, drafts, rng):
     """:meth:`Verifier.verify` of tensors: (token int64, accepted bool), 0-d or (B,), on their device."""
     if on_host(p, q, drafts):
         return host_tensors(verifier.verify(host_view(p, "p"), host_view(q, "q"), host_view(drafts, "drafts"), rng))
-    if verifier.name == "sps":
-        from . import _device_sps
-        return _device_sps.verify(*call_laws(verifier, p, q, drafts), rng)
+    from . import _device_closed_form as closed_form
+
+    if verifier.name in closed_form.NAMES:
+        return closed_form.verify(verifier, *call_laws(verifier, p, q, drafts), rng)
     compressed, d, batched = _inputs(verifier, p, q, drafts)
     independent = verifier.scheme_kind == "independent"
     B = d.shape[0]
@@ -632,15 +634,25 @@ def acceptance(verifier, method: str, p, q, n):
     return out if batched else out[0]
 
 
-def _draft_law(verifier, q, device):
-    """The compressed draft law of :meth:`Verifier.draft` and ``draft_probability``: one row."""
-    independent = verifier.scheme_kind == "independent"
-    draft = Law(q, "q", device, (2,) if independent else (1,))
+def _draft_law(verifier, q, device) -> Law:
+    """The validated draft law of one row of :meth:`Verifier.draft` and ``draft_probability``, in the
+    layout of :class:`Compressed`: (1, rows, V)."""
+    draft = Law(q, "q", device, (2,) if verifier.scheme_kind == "independent" else (1,))
     draft.values = draft.values.reshape(1, -1, draft.raw.shape[-1])
+    return draft
+
+
+def _draws(verifier, draft: Law, n: int, rngs: Sequence) -> np.ndarray:
+    """(B, n) int64 token ids on the host: row b drawn as ``verifier.draft`` draws it from its
+    compressed law with ``rngs[b]`` (one compression and one host read for all rows; the outside
+    token has draft mass 0, so it is never drawn)."""
     compressed = Compressed(None, draft)
-    k = int(compressed.count[0])
-    _, q_c = compressed.problem(np.array([0]), k, independent)
-    return compressed, k, q_c[0]
+    out = np.empty((len(rngs), n), dtype=np.int64)
+    for rows, k in compressed.groups():
+        _, q_c = compressed.problem(rows, k, verifier.scheme_kind == "independent")
+        for row, law in zip(rows, q_c):
+            out[row] = compressed.host_ids[row, verifier.draft(law, n, rngs[row])]
+    return out
 
 
 def draft(verifier, q, n, rng):
@@ -649,9 +661,7 @@ def draft(verifier, q, n, rng):
         return host_tensors(verifier.draft(host_view(q, "q"), n, rng))
     _begin()
     device = call_device(q=q)
-    compressed, k, q_c = _draft_law(verifier, q, device)
-    ids = verifier.draft(q_c, n, rng)  # the outside token has draft mass 0: never drawn
-    return to_device(compressed.host_ids[0, ids], device)
+    return to_device(_draws(verifier, _draft_law(verifier, q, device), n, [rng])[0], device)
 
 
 def draft_rows(verifier, q, n: int, seeds: Sequence[int]) -> np.ndarray:
@@ -665,13 +675,7 @@ def draft_rows(verifier, q, n: int, seeds: Sequence[int]) -> np.ndarray:
     _begin()
     draft = Law(q, "q", call_device(q=q), (2,))
     draft.values, draft.scale = draft.raw.unsqueeze(1), draft.sums.unsqueeze(1)
-    compressed = Compressed(None, draft)
-    out = np.empty((len(seeds), n), dtype=np.int64)
-    for rows, k in compressed.groups():
-        _, q_c = compressed.problem(rows, k, False)
-        for row, law in zip(rows, q_c):  # the outside token has draft mass 0: never drawn
-            out[row] = compressed.host_ids[row, verifier.draft(law, n, int(seeds[row]))]
-    return out
+    return _draws(verifier, draft, n, [int(seed) for seed in seeds])
 
 
 def draft_probability(verifier, q, drafts):
@@ -680,9 +684,11 @@ def draft_probability(verifier, q, drafts):
         return host_tensors(verifier.draft_probability(host_view(q, "q"), host_view(drafts, "drafts")))
     _begin()
     device = call_device(q=q, drafts=drafts)
-    compressed, k, q_c = _draft_law(verifier, q, device)
+    compressed = Compressed(None, _draft_law(verifier, q, device))
+    k = int(compressed.count[0])
+    _, q_c = compressed.problem(np.array([0]), k, verifier.scheme_kind == "independent")
     d = host_tokens(drafts, compressed.support.shape[-1], None, (1,))
-    value = verifier.draft_probability(q_c, compressed.drafts(d.reshape(1, -1), np.array([0]), k)[0])
+    value = verifier.draft_probability(q_c[0], compressed.drafts(d.reshape(1, -1), np.array([0]), k)[0])
     return to_device(np.array(value, dtype=np.float64), device)
 
 

@@ -1,5 +1,6 @@
 """The device path's contract on CPU tensors (the path a CUDA tensor takes): what comes back and where,
 seeds and batches, sampling outside the draft support, mixed input, errors, and the host traffic."""
+import re
 import threading
 
 import numpy as np
@@ -103,15 +104,15 @@ def test_row_sums_do_not_depend_on_the_batch():
 
 
 def test_tokens_outside_the_draft_support_follow_p():
-    """Naive rejection with a one-token draft of tiny p: nearly every output is drawn outside S on
-    the device. Frequencies over 40000 seeds match p within 5 standard deviations, and each token
+    """Recursive rejection with a one-token draft of tiny p: nearly every output is drawn outside S
+    on the device (the compressed problem's outside token). Frequencies over 40000 seeds match p within 5 standard deviations, and each token
     is the inverse CDF of the row's documented uniform."""
     V, rows = 6, 40_000
     p = torch.tensor([0.3, 0.001, 0.25, 0.0, 0.2, 0.249], dtype=torch.float64)
     q = torch.tensor([0.0, 1.0, 0.0, 0.0, 0.0, 0.0], dtype=torch.float64)
     seeds = np.arange(rows)
     drafts = torch.ones(rows, 1, dtype=torch.int64)
-    tokens, accepted = md.verifier("naive").verify(p.expand(rows, V), q.expand(rows, V), drafts, seeds)
+    tokens, accepted = md.verifier("rrs").verify(p.expand(rows, V), q.expand(rows, V), drafts, seeds)
     frequencies = np.bincount(tokens.cpu().numpy(), minlength=V) / rows
     sigma = np.sqrt(p.cpu().numpy() * (1 - p.cpu().numpy()) / rows)
     assert np.all(np.abs(frequencies - p.cpu().numpy()) <= 5 * sigma + 1e-12)
@@ -146,19 +147,67 @@ def test_speculative_sampling_draws_on_the_device():
         assert tokens[row] == expected
 
 
-def test_speculative_sampling_reads_flags_only_whatever_the_draft_support():
-    """A full-support draft law: "sps" reads its refusal flags and the drafts, at any V."""
-    v = md.verifier("sps")
+@pytest.mark.parametrize("name", ["naive", "topk"])
+def test_naive_rejection_draws_p_on_the_device(name):
+    """"naive" and "topk" on the device: the token is the inverse CDF of p at the row's first
+    uniform, accepted iff it is one of the drafts; over 40000 seeds the tokens follow p within 5
+    standard deviations, and a token of p = 0 never comes."""
+    V, rows, n = 6, 40_000, 2
+    p = np.array([0.3, 0.001, 0.25, 0.0, 0.2, 0.249])
+    q = np.array([0.1, 0.5, 0.3, 0.0, 0.1, 0.0])
+    seeds = np.arange(rows)
+    v = md.verifier(name)
+    drafts = np.stack([np.asarray(v.draft(q, n, int(seed))) for seed in seeds[:1000]] * (rows // 1000))
+    P, Q = torch.tensor(p).expand(rows, V), torch.tensor(q).expand(rows, V)
+    tokens, accepted = (x.cpu().numpy() for x in v.verify(P, Q, torch.tensor(drafts), seeds))
+    frequencies = np.bincount(tokens, minlength=V) / rows
+    assert np.all(np.abs(frequencies - p) <= 5 * np.sqrt(p * (1 - p) / rows) + 1e-12) and frequencies[3] == 0
+    cdf = np.cumsum(p)
+    for row in range(200):
+        u = _device.row_uniforms(seeds[row:row + 1])[0, 0]
+        assert tokens[row] == np.searchsorted(cdf, u * cdf[-1], side="right")
+        assert accepted[row] == (tokens[row] in drafts[row])
+
+
+@pytest.mark.parametrize("name", ["naive", "topk"])
+@pytest.mark.parametrize("q", [[0.25, 0.25, 0.25, 0.25, 0.0], [0.0, 1.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.5, 0.0],
+                               [0.1, 0.4, 0.2, 0.3, 0.0], [0.2, 0.2, 0.1, 0.3, 0.2]])
+def test_every_tuple_is_refused_as_the_numpy_path_refuses_it(name, q):
+    """Every 3-tuple over V = 5 (ties, zeros, a support smaller than n, one-hot): the device path
+    accepts exactly the tuples the core accepts, and refuses the others with its message."""
+    p = np.array([0.1, 0.2, 0.3, 0.4, 0.0])
+    v = md.verifier(name)
+    accepted = 0
+    for drafts in np.ndindex(5, 5, 5):
+        d = np.array(drafts)
+        try:
+            expected = v.transport(p, np.array(q), d)
+        except ValueError as error:
+            with pytest.raises(ValueError, match=re.escape(str(error))):
+                v.transport(torch.tensor(p), torch.tensor(q), torch.tensor(d))
+            continue
+        assert torch.equal(v.transport(torch.tensor(p), torch.tensor(q), torch.tensor(d)).cpu(),
+                           torch.tensor(expected))
+        accepted += 1
+    support = np.count_nonzero(q)
+    assert accepted == (support ** 3 if name == "naive" else 1)
+
+
+@pytest.mark.parametrize("name, n", [("sps", 1), ("naive", 3), ("topk", 3)])
+def test_closed_form_laws_read_flags_only_whatever_the_draft_support(name, n):
+    """A full-support draft law: "sps", "naive" and "topk" read their 4 refusal flags and the drafts
+    (8 bytes each), at any V."""
+    v = md.verifier(name)
     traffic = set()
     for V in (2000, 64000):
         p, q = (torch.softmax(torch.randn(4, V, generator=torch.Generator(device=torch.get_default_device())
                                           .manual_seed(V + i)), -1) for i in range(2))
-        drafts = torch.stack([v.draft(q[b], 1, b) for b in range(4)])
+        drafts = torch.stack([v.draft(q[b], n, b) for b in range(4)])
         v.verify(p, q, drafts, np.arange(4))
         traffic.add(_device.last_host_bytes())
         v.transport(p, q, drafts)
         traffic.add(_device.last_host_bytes())
-    assert max(traffic) <= 3 + 8 * 4
+    assert traffic == {4 + 8 * 4 * n}
 
 
 def test_draws_are_the_same_whatever_thread():

@@ -82,19 +82,19 @@ def taylor(q_prime, prior, n_eff):
 def sample(matrix, q_prime, n: int, rng):
     """:meth:`AffinityMatrix.sample` of a tensor: (B, n) int64 on its device and batched.
 
-    Stage 1, i ~ q', by inverse CDF on the device; stage 2, j ~ M[i, :], on the host from the
-    CSR rows of the drawn i (O(n) ids cross each way). Row b's 2n uniforms are
-    ``_device.row_uniforms``: the first n for stage 1, the next n for stage 2."""
+    Stage 1, i ~ q', and stage 2, j ~ M[i, :], both by inverse CDF on the device (stage 2 over M's
+    CSR rows, copied to each device once); the host reads the refusal flag only. Row b's 2n
+    uniforms are ``_device.row_uniforms``: the first n for stage 1, the next n for stage 2."""
     _device._begin()
     device = _device.call_device(q_prime=q_prime)
     law = _device.Law(q_prime, "q_prime", device, (1, 2))
     _device.refuse_failed(law)
     matrix._check_width(law.raw.shape[-1])
     rows = law.rows()
-    uniforms = _device.row_uniforms(check.row_seeds(rng, rows.shape[0]), 2 * n)
-    first = _device.inverse_cdf_at(rows, _device.to_device(uniforms[:, :n], device))
-    second = matrix._row_draws(_device.to_host(first).reshape(-1), uniforms[:, n:].reshape(-1))
-    return _device.to_device(second.reshape(-1, n), device), law.raw.dim() == 2
+    uniforms = _device.to_device(_device.row_uniforms(check.row_seeds(rng, rows.shape[0]), 2 * n), device)
+    first = _device.inverse_cdf_at(rows, uniforms[:, :n])
+    second = matrix._row_draws(first.reshape(-1), uniforms[:, n:].reshape(-1))
+    return second.reshape(-1, n), law.raw.dim() == 2
 
 
 def verify_block(p, proposals, drafts, rng, verify):

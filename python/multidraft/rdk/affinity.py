@@ -74,6 +74,8 @@ class AffinityMatrix:
         self.V = V
         self.indptr, self.indices, self.values = indptr, indices, values
         self._transposed = _device.PerDevice(self._transpose)  # M^T as a torch sparse matrix per device
+        self._rows = _device.PerDevice(self._csr_tensors)  # M's CSR arrays per device, for row draws
+        self._widest = int(np.diff(indptr).max(initial=1))  # the longest row: the draws' padded width
         for array in (self.indptr, self.indices, self.values):
             array.setflags(write=False)
 
@@ -174,8 +176,8 @@ class AffinityMatrix:
         Draw i ~ q', then j ~ M[i, :]; the marginal of j is exactly p'. Verify with p'(j) (e.g.
         :func:`verify` with ``self.proposal(q_prime)``), never with M_ij or q'(i). ``rng`` follows
         the package convention (per-row seeds), so a batch equals the loop over its rows. A torch
-        tensor gives int64 tensors on its device: i is drawn there, j on the host from the n drawn
-        rows of M (the tokens differ from the NumPy path's for the same seed, the law does not).
+        tensor gives int64 tensors on its device, both stages drawn there from a copy of M's rows (the
+        tokens differ from the NumPy path's for the same seed, the law does not).
         """
         n = check.count(n)
         if _device.on_device(q_prime):
@@ -185,20 +187,24 @@ class AffinityMatrix:
             draws = _rdk.sample(self.indptr, self.indices, self.values, rows, n, check.row_seeds(rng, rows.shape[0]))
         return _unbatch(draws, batched)
 
-    def _row_draws(self, rows: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-        """One column j ~ M[i, :] per drawn row i of ``rows`` (m,), by inverse CDF at ``uniforms``
-        (m,) in [0, 1): the first entry of the row whose running sum exceeds u times the row's
-        total (never an entry of weight 0; u close to 1 is held to the last positive entry)."""
-        starts = self.indptr[rows]
-        lengths = self.indptr[rows + 1] - starts
-        width = np.arange(int(lengths.max(initial=1)))
-        inside = width < lengths[:, None]
-        entries = np.where(inside, self.values[np.where(inside, starts[:, None] + width, 0)], 0.0)
-        running = np.cumsum(entries, axis=1)  # the padding adds 0: the last column is each row's total
-        total = running[:, -1:]
-        first = np.count_nonzero(running <= uniforms[:, None] * total, axis=1)
-        last = np.count_nonzero(running < total, axis=1)
-        return self.indices[starts + np.minimum(first, last)].astype(np.int64)
+    def _csr_tensors(self, device):
+        """M's (indptr, indices, values) as tensors on ``device`` (writable copies: M's arrays are read-only)."""
+        return tuple(_device.to_device(np.array(array, dtype=dtype), device)
+                     for array, dtype in ((self.indptr, np.int64), (self.indices, np.int64), (self.values, np.float64)))
+
+    def _row_draws(self, rows, uniforms):
+        """One column j ~ M[i, :] per drawn row i of ``rows`` (m,) int64 tensor, by inverse CDF at
+        ``uniforms`` (m,) in [0, 1) on the same device (:func:`_device.inverse_cdf_at` over each row's
+        stored entries, padded with zeros to the longest row): (m,) int64 tensor there."""
+        import torch
+
+        indptr, indices, values = self._rows.on(rows.device)
+        starts = indptr[rows].unsqueeze(-1)
+        width = torch.arange(self._widest, device=rows.device)
+        inside = width < indptr[rows + 1].unsqueeze(-1) - starts
+        at = torch.where(inside, starts + width, 0)
+        entries = torch.where(inside, values[at], 0.0)
+        return indices[starts[:, 0] + _device.inverse_cdf_at(entries, uniforms.unsqueeze(-1))[:, 0]]
 
 
 @dataclass(frozen=True)
