@@ -111,24 +111,40 @@ def device_tensors(result, device):
     return result
 
 
-def tensor_results(function):
-    """Decorate an entry point so that a call with a torch tensor among its arguments gives tensors
-    back. All of them on the CPU: the body reads them as NumPy views of their memory and its results
-    come back as CPU tensors (:func:`host_tensors`). On another device: the body's tensor results
-    stay as they are (a body that computes there) and its array results go to that device (a body
-    that reads host copies: calibration-time functions, called once)."""
-    @functools.wraps(function)
-    def call(*args, **kwargs):
-        arguments = (*args, *kwargs.values())
-        if not takes(*arguments):
-            return function(*args, **kwargs)
-        if on_host(*arguments):
-            return host_tensors(function(*args, **kwargs))
-        result = function(*args, **kwargs)
-        if all(isinstance(r, _TENSOR_TYPE) for r in (result if isinstance(result, tuple) else (result,))):
-            return result
-        return device_tensors(result, call_device(**inspect.signature(function).bind(*args, **kwargs).arguments))
-    return call
+def tensor_route(device_body=None):
+    """Decorate an entry point so that it takes torch tensors (Section 5); a call with no tensor among
+    its arguments runs the body.
+
+    With ``device_body`` (a body written for NumPy): a call whose tensors are all on the CPU runs the
+    body on NumPy views of their memory (:func:`host_view`, by parameter name), and gives its results
+    back as CPU tensors (:func:`host_tensors`); any other tensor call runs ``device_body`` with the
+    same arguments, whose results are tensors on their device.
+
+    Without one (a body that reads tensors itself, by :mod:`._validation`, and computes on the
+    device where :func:`on_device` says so): all on the CPU, its results come back as CPU tensors;
+    otherwise its tensor results stay as they are and its array results go to the call's device (a
+    body that reads host copies: calibration-time functions, called once)."""
+    def decorate(function):
+        names = tuple(inspect.signature(function).parameters)
+
+        @functools.wraps(function)
+        def call(*args, **kwargs):
+            arguments = (*args, *kwargs.values()) if kwargs else args
+            if not takes(*arguments):
+                return function(*args, **kwargs)
+            if on_host(*arguments):
+                if device_body is None:
+                    return host_tensors(function(*args, **kwargs))
+                views = [host_view(a, name) if isinstance(a, _TENSOR_TYPE) else a for a, name in zip(args, names)]
+                return host_tensors(function(*views, **{name: host_view(a, name) for name, a in kwargs.items()}))
+            if device_body is not None:
+                return device_body(*args, **kwargs)
+            result = function(*args, **kwargs)
+            if all(isinstance(r, _TENSOR_TYPE) for r in (result if isinstance(result, tuple) else (result,))):
+                return result
+            return device_tensors(result, call_device(**inspect.signature(function).bind(*args, **kwargs).arguments))
+        return call
+    return decorate
 
 
 def _torch():
@@ -573,8 +589,6 @@ def _inputs(verifier, p, q, drafts):
 
 def transport(verifier, p, q, drafts):
     """:meth:`Verifier.transport` of tensors: (V,) or (B, V) float64 on their device."""
-    if on_host(p, q, drafts):
-        return host_tensors(verifier.transport(host_view(p, "p"), host_view(q, "q"), host_view(drafts, "drafts")))
     from . import _device_closed_form as closed_form
 
     if verifier.name in closed_form.NAMES:
@@ -588,10 +602,8 @@ def transport(verifier, p, q, drafts):
     return laws_full if batched else laws_full[0]
 
 
-def verify(verifier, p, q, drafts, rng):
+def verify(verifier, p, q, drafts, rng=None):
     """:meth:`Verifier.verify` of tensors: (token int64, accepted bool), 0-d or (B,), on their device."""
-    if on_host(p, q, drafts):
-        return host_tensors(verifier.verify(host_view(p, "p"), host_view(q, "q"), host_view(drafts, "drafts"), rng))
     from . import _device_closed_form as closed_form
 
     if verifier.name in closed_form.NAMES:
@@ -615,10 +627,18 @@ def verify(verifier, p, q, drafts, rng):
     return (token, hit) if batched else (token[0], hit[0])
 
 
-def acceptance(verifier, method: str, p, q, n):
-    """``verifier.<method>(p, q, n)`` (``"acceptance"`` or ``"rho"``) of tensors: 0-d or (B,) float64."""
-    if on_host(p, q):
-        return host_tensors(getattr(verifier, method)(host_view(p, "p"), host_view(q, "q"), n))
+def acceptance(verifier, p, q, n=None):
+    """:meth:`Verifier.acceptance` of tensors: 0-d or (B,) float64 on their device."""
+    return _solved_per_row(verifier, "acceptance", p, q, n)
+
+
+def rho(verifier, p, q, n):
+    """``"spectr"``'s :meth:`rho` of tensors: 0-d or (B,) float64 on their device."""
+    return _solved_per_row(verifier, "rho", p, q, n)
+
+
+def _solved_per_row(verifier, method: str, p, q, n):
+    """``verifier.<method>(p, q, n)`` of tensors, one number per row from the compressed rows."""
     _begin()
     device = call_device(p=p, q=q)
     if n is None and method == "acceptance" and verifier.scheme_kind != "independent":
@@ -655,10 +675,8 @@ def _draws(verifier, draft: Law, n: int, rngs: Sequence) -> np.ndarray:
     return out
 
 
-def draft(verifier, q, n, rng):
+def draft(verifier, q, n, rng=None):
     """:meth:`Verifier.draft` of a tensor ``q``: (n,) int64 on its device."""
-    if on_host(q):
-        return host_tensors(verifier.draft(host_view(q, "q"), n, rng))
     _begin()
     device = call_device(q=q)
     return to_device(_draws(verifier, _draft_law(verifier, q, device), n, [rng])[0], device)
@@ -680,8 +698,6 @@ def draft_rows(verifier, q, n: int, seeds: Sequence[int]) -> np.ndarray:
 
 def draft_probability(verifier, q, drafts):
     """:meth:`Verifier.draft_probability` of tensors: a 0-d float64 tensor on their device."""
-    if on_host(q, drafts):
-        return host_tensors(verifier.draft_probability(host_view(q, "q"), host_view(drafts, "drafts")))
     _begin()
     device = call_device(q=q, drafts=drafts)
     compressed = Compressed(None, _draft_law(verifier, q, device))
@@ -696,9 +712,6 @@ def draft_probability(verifier, q, drafts):
 
 def acceptance_rate(p, q):
     """:func:`multidraft.acceptance_rate` of tensors, on their device: sum_i min(p_i, q_i)."""
-    if on_host(p, q):
-        from .otlp import acceptance_rate as on_numpy
-        return host_tensors(on_numpy(host_view(p, "p"), host_view(q, "q")))
     torch = _torch()
     _begin()
     device = call_device(p=p, q=q)
@@ -709,12 +722,13 @@ def acceptance_rate(p, q):
     return out if batched else out[0]
 
 
-def optimal_subset(solve, p, q, n, kind: str):
-    """:func:`multidraft.optimal_subset` of tensors (``solve``: the NumPy one): ``(alpha, H)`` on their
-    device. H* lies inside S (a token of draft mass 0 only adds target mass to psi), so the compressed
-    minimiser, scattered back, is the full one."""
-    if on_host(p, q):
-        return host_tensors(solve(host_view(p, "p"), host_view(q, "q"), n, scheme=kind))
+def optimal_subset(p, q, n=None, *, scheme=None):
+    """:func:`multidraft.optimal_subset` of tensors: ``(alpha, H)`` on their device. H* lies inside S (a
+    token of draft mass 0 only adds target mass to psi), so the compressed minimiser, scattered back,
+    is the full one."""
+    from .otlp import draft_kind, optimal_subset as solve
+
+    kind = draft_kind(p, q, scheme)
     _begin()
     device = call_device(p=p, q=q)
     target, draft, n, batched = laws(p, q, n, kind, device)
@@ -730,11 +744,9 @@ def optimal_subset(solve, p, q, n, kind: str):
     return (values, H) if batched else (values[0], H[0])
 
 
-def softmax(logits, temperature: float):
+def softmax(logits, temperature: float = 1.0):
     """:func:`multidraft.softmax` of a tensor: float64 on its device, the same rules and messages."""
-    if on_host(logits):
-        from .logits import softmax as on_numpy
-        return host_tensors(on_numpy(host_view(logits, "logits"), temperature))  # bfloat16: exact in float32
+    check.temperature(temperature)
     torch = _torch()
     _begin()
     call_device(logits=logits)

@@ -175,6 +175,14 @@ def core_tolerances(p, q) -> Optional[Tuple[float, float]]:
     return sum_tolerance(p.dtype, V), sum_tolerance(q.dtype, V)
 
 
+def temperature(value, name: str = "temperature") -> float:
+    """A finite number > 0, such as a softmax temperature."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
+            or value <= 0:
+        raise ValueError(f"'{name}' must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
 def count(n, name: str = "n", minimum: int = 1) -> int:
     """A positive integer such as the number of drafts."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):

@@ -1,7 +1,6 @@
 """Probabilities from logits, computed in float64 so that users need not normalise at all."""
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 
@@ -9,6 +8,7 @@ from . import _device
 from . import _validation as check
 
 
+@_device.tensor_route(_device.softmax)
 def softmax(logits, temperature: float = 1.0) -> np.ndarray:
     """``softmax(logits / temperature)`` along the last axis, computed in float64.
 
@@ -21,11 +21,7 @@ def softmax(logits, temperature: float = 1.0) -> np.ndarray:
     Raises ValueError for NaN or ``+inf`` logits, a row whose logits are all ``-inf``, a bad
     temperature, or an array of another rank or dtype.
     """
-    if isinstance(temperature, (bool, np.bool_)) or not isinstance(temperature, numbers.Real) \
-            or not np.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"'temperature' must be a finite number > 0, got {temperature!r}")
-    if _device.takes(logits):
-        return _device.softmax(logits, temperature)  # a float64 tensor on the logits' device
+    check.temperature(temperature)
     array, stored = check.as_array(logits, "logits")
     if array.dtype == object or not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
         raise ValueError(f"'logits' must be an array of floats, got dtype {stored}")

@@ -34,14 +34,13 @@ def _unbatch(values: np.ndarray, batched: bool):
     return values if batched else values[0]
 
 
+@_device.tensor_route(_device.acceptance_rate)
 def acceptance_rate(p, q) -> Union[float, np.ndarray]:
     """Single-draft optimal acceptance ``sum_i min(p_i, q_i)``.
 
     ``p``, ``q``: (V,) or (B, V). Returns a float, or (B,) for a batch (float64 tensors on their
     device for tensor input).
     """
-    if _device.takes(p, q):
-        return _device.acceptance_rate(p, q)
     tolerances = check.core_tolerances(p, q)
     if tolerances is not None:  # checked and summed in the core: two reads of p and q, no copies
         out = _core.acceptance_rate_checked(p, q, *tolerances)
@@ -52,6 +51,7 @@ def acceptance_rate(p, q) -> Union[float, np.ndarray]:
     return out if batched else float(out[0])
 
 
+@_device.tensor_route(_device.optimal_subset)
 def optimal_subset(p, q, n: Optional[int] = None, *, scheme: Optional[str] = None) -> Tuple:
     """``(alpha*, H*)``: optimal acceptance ``1 + min_H psi(H)`` and the smallest minimiser ([GR] Eq. 4).
 
@@ -64,8 +64,6 @@ def optimal_subset(p, q, n: Optional[int] = None, *, scheme: Optional[str] = Non
     Raises ValueError when a network would exceed ``MAX_NETWORK_ARCS``. Tensor input gives tensors
     on its device, computed from the draft support only (docs/design/device-path.md).
     """
-    if _device.takes(p, q):
-        return _device.optimal_subset(optimal_subset, p, q, n, draft_kind(p, q, scheme))
     p2, q3, n, batched = batched_inputs(p, q, n, draft_kind(p, q, scheme))
     alpha, in_H = _core.optimal_subset(p2, q3, n, draft_kind(p, q, scheme))
     return (alpha if batched else float(alpha[0])), _unbatch(in_H, batched)

@@ -75,17 +75,15 @@ class Verifier:
         p2, q3, n, batched = batched_inputs(p, q, self.fixed_n or n, self.scheme_kind)
         return p2, q3, n, batched
 
+    @_device.tensor_route(_device.draft)
     def draft(self, q, n: Optional[int], rng: check.RngLike = None) -> np.ndarray:
         """Draw the n drafts (n,) int64 as this method samples them (a tensor on ``q``'s device for a tensor ``q``)."""
-        if _device.takes(q):
-            return _device.draft(self, q, n, rng)
         self._check_n(check.count(n) if n is not None else np.shape(q)[0])
         return DraftScheme(q, n, self.scheme_kind).sample(rng)
 
+    @_device.tensor_route(_device.draft_probability)
     def draft_probability(self, q, drafts) -> float:
         """Probability that :meth:`draft` returns the ordered tuple ``drafts`` (a 0-d tensor for tensors)."""
-        if _device.takes(q, drafts):
-            return _device.draft_probability(self, q, drafts)
         drafts = np.asarray(drafts)
         n = drafts.shape[-1] if drafts.ndim else 1
         self._check_n(n)
@@ -117,11 +115,10 @@ class Verifier:
         # runs and for the plans of the Python ones ("otlp" with method "lp").
         return p2, q3, n, d, batched
 
+    @_device.tensor_route(_device.transport)
     def transport(self, p, q, drafts) -> np.ndarray:
         """Exact output law pi(. | drafts): (V,), or (B, V) for a batch (float64 tensors on their device
         for tensor input: docs/design/device-path.md)."""
-        if _device.takes(p, q, drafts):
-            return _device.transport(self, p, q, drafts)
         checked = self._checked_drafts(p, q, drafts)
         if checked is not None:
             laws = _core.transport_checked(self.core_method, p, q, checked[0], self._core_options(), *checked[1])
@@ -132,6 +129,7 @@ class Verifier:
         laws = self._transport(p2, q3, n, d, scales or ())
         return laws if batched else laws[0]
 
+    @_device.tensor_route(_device.verify)
     def verify(self, p, q, drafts, rng: check.RngLike = None):
         """One verified token per row and whether it is one of the drafts.
 
@@ -144,8 +142,6 @@ class Verifier:
         a normalised copy would hold (other rows are normalised into a buffer of the call). Tensor
         input gives tensors on its device (0-d for one row).
         """
-        if _device.takes(p, q, drafts):
-            return _device.verify(self, p, q, drafts, rng)
         checked = self._checked_drafts(p, q, drafts)
         if checked is not None:
             d, tolerances = checked
@@ -194,14 +190,13 @@ class Verifier:
         """Laws (B, V) of the validated rows; ``scales``: their row scales when read in place."""
         return _core.transport(self.core_method, p2, q3, drafts, self._core_options(), *scales)
 
+    @_device.tensor_route(_device.acceptance)
     def acceptance(self, p, q, n: Optional[int] = None):
         """Exact expected acceptance P(output in drafts) of this method: float or (B,).
 
         ``n`` defaults to the method's fixed number of drafts, else 1 (independent drafts: the
         rows of ``q``). Tensor input gives a float64 tensor on its device (0-d for one row).
         """
-        if _device.takes(p, q):
-            return _device.acceptance(self, "acceptance", p, q, n)
         if n is None and self.scheme_kind != "independent":
             n = self.fixed_n or 1
         p2, q3, n, batched = self._rows(p, q, n)
@@ -309,10 +304,9 @@ class KSequential(Verifier):
     name = "spectr"
     core_method = "spectr"
 
+    @_device.tensor_route(_device.rho)
     def rho(self, p, q, n):
         """The K-SEQ parameter rho* in [1, n]: float, or (B,) for a batch (tensors on their device for tensors)."""
-        if _device.takes(p, q):
-            return _device.acceptance(self, "rho", p, q, n)
         p2, q3, n, batched = self._rows(p, q, n)
         return _unbatch(_core.kseq_rho(p2, q3, n), batched)
 

@@ -132,7 +132,7 @@ class AffinityMatrix:
         self._check_width(rows.shape[1])
         return rows, batched
 
-    @_device.tensor_results
+    @_device.tensor_route()
     def proposal(self, q_prime):
         """Full RDK, Algorithm 1: p' = M^T q' over the whole target vocabulary, (V,) or (B, V).
 
@@ -169,7 +169,7 @@ class AffinityMatrix:
                                            torch.from_numpy(self.values[order]), (self.V, self.V),
                                            check_invariants=True).to(device)
 
-    @_device.tensor_results
+    @_device.tensor_route()
     def sample(self, q_prime, n: int = 1, rng: check.RngLike = None) -> np.ndarray:
         """``n`` i.i.d. draws from p' = M^T q' by two-stage sampling: (n,) or (B, n) int64.
 

@@ -11,7 +11,7 @@ from . import _on_device
 from ._common import _calibration_samples, _nonnegative_vector, _rdk, _rows, _unbatch, effective_size
 
 
-@_device.tensor_results
+@_device.tensor_route()
 def taylor_proposal(q_prime, prior, n_eff: Optional[float] = None) -> np.ndarray:
     """First-order RDK, [OOV] Eq. (3), verbatim: (V,) or (B, V).
 
@@ -32,7 +32,7 @@ def taylor_proposal(q_prime, prior, n_eff: Optional[float] = None) -> np.ndarray
     return _unbatch(_rdk.taylor(rows, prior, effective_size(n_eff, rows.shape[1])), batched)
 
 
-@_device.tensor_results
+@_device.tensor_route()
 def unigram_prior(token_counts) -> np.ndarray:
     """The target unigram distribution from corpus counts (V,): counts / sum."""
     counts = _nonnegative_vector(token_counts, "token_counts")
@@ -41,7 +41,7 @@ def unigram_prior(token_counts) -> np.ndarray:
     return counts / counts.sum()
 
 
-@_device.tensor_results
+@_device.tensor_route()
 def leading_component_prior(samples) -> np.ndarray:
     """The absolute value of the leading principal component of Omega, normalised to sum 1 (V,):
     the proof of Theorem 5.4 assumes Omega is dominated by one component aligned with p.

@@ -31,7 +31,7 @@ def verify(p, proposal, drafts, rng: check.RngLike = None):
     return verifier("sps").verify(p, proposal, drafts, rng)
 
 
-@_device.tensor_results
+@_device.tensor_route()
 def verify_block(p, proposals, drafts, rng: check.RngLike = None) -> np.ndarray:
     """Verify one draft block of lookahead L: the emitted tokens (between 1 and L + 1), int64.
 
@@ -88,7 +88,7 @@ def _discard_drafts(drafts, V: int, batched: bool) -> np.ndarray:
     return check.tokens(np.where(d == -1, V, d), V + 1, 1, ndims=(d.ndim,))
 
 
-@_device.tensor_results
+@_device.tensor_route()
 def masked_transport(p, q_mask, drafts) -> np.ndarray:
     """Exact output law of the masked baseline's discard sampler: (V,) or (B, V).
 
@@ -104,7 +104,7 @@ def masked_transport(p, q_mask, drafts) -> np.ndarray:
     return _unbatch(laws[:, :V], batched)
 
 
-@_device.tensor_results
+@_device.tensor_route()
 def masked_verify(p, q_mask, drafts, rng: check.RngLike = None):
     """One verified token per row of the masked baseline (see :func:`masked_transport`)."""
     p_ext, q_ext, batched = _discard_extension(p, q_mask)
@@ -115,7 +115,7 @@ def masked_verify(p, q_mask, drafts, rng: check.RngLike = None):
     return (token[0], accepted[0]) if _device.takes(token) else (int(token[0]), bool(accepted[0]))
 
 
-@_device.tensor_results
+@_device.tensor_route()
 def masked_acceptance(p, q_mask) -> Union[float, np.ndarray]:
     """alpha_mask = sum min(p, q_mask) (q_mask not renormalised): float or (B,)."""
     p_ext, q_ext, batched = _discard_extension(p, q_mask)

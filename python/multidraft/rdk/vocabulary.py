@@ -12,7 +12,7 @@ from . import _on_device
 from ._common import _ids, _rdk, _rows, _unbatch, no_shared_mass
 
 
-@_device.tensor_results
+@_device.tensor_route()
 def frequency_ranked(token_counts, size: int) -> np.ndarray:
     """The ``size`` most frequent token ids (size,) int64, most frequent first (Algorithm 3).
 
@@ -134,13 +134,13 @@ class VocabularyMap:
             raise no_shared_mass(int(np.flatnonzero(mass <= 0)[0]))
         return out, mass, batched
 
-    @_device.tensor_results
+    @_device.tensor_route()
     def shared_mass(self, q):
         """q(I): the drafter's mass on shared tokens, float or (B,) (a tensor for a tensor ``q``)."""
         _, mass, batched = self._project(q, False)
         return _unbatch(mass, batched)
 
-    @_device.tensor_results
+    @_device.tensor_route()
     def tli(self, q) -> np.ndarray:
         """TLI, Eq. (1): q' (target_size,) or (B, target_size), q on I renormalised.
 
@@ -151,7 +151,7 @@ class VocabularyMap:
         out, _, batched = self._project(q, True)
         return _unbatch(out, batched)
 
-    @_device.tensor_results
+    @_device.tensor_route()
     def masked(self, q) -> np.ndarray:
         """The masked baseline: q on I, zero elsewhere, **not** renormalised (sums to q(I) <= 1)."""
         out, _, batched = self._project(q, False)
