@@ -2,20 +2,28 @@
 # The GPU run of docs/benchmarks/gpu.md, for a machine with an NVIDIA GPU and nothing else reachable
 # (an image with python3, torch (CUDA), transformers, numpy, scipy, pytest, hypothesis, cmake and g++).
 # Brought along, git-ignored: .whl/ (the cmeel-eigen 3.4.1 and pybind11 3.1.0 wheels: pip download
-# --no-deps) and gpu-pair/ (the trained pair of scripts/train_pair.py in bfloat16, with its tokenizer;
-# docs/benchmarks/gpu.md says how it was made). It builds the core for this machine, runs the device
-# tests on CUDA (the generation loop on the device included), times one verify per tree level on the
-# device path against the host path (scripts/device_check.py) and generation against target.generate
-# and assisted generation (python -m multidraft.bench --generation --device cuda), RDK's per-token calls
-# on CUDA tensors (python -m multidraft.bench --rdk --tensors cuda), and two threads
-# against one on the host's CPU (the thread table). Outputs go to $OUT (default build/device-check).
+# --no-deps) and gpu-pair/ (the trained pair of scripts/train_pair.py in bfloat16, with its tokenizer,
+# and next_token_pairs-128.npz, the first 128 held-out contexts of its dataset for the tree search;
+# docs/benchmarks/gpu.md says how both were made). It builds the core for this machine, then runs the
+# STEPS asked for:
+#   tests       the device tests on CUDA (the generation loop on the device included)
+#   generation  chains against target.generate and assisted generation (python -m multidraft.bench
+#               --generation --device cuda)
+#   trees       chains, searched trees, top-k trees and tree="auto" by depth and node budget (--trees)
+#   threads     two threads against one on the host's CPU (the thread table)
+#   verify      one verify per tree level on the device path against the host path
+#               (scripts/device_check.py)
+#   rdk         RDK's per-token calls on CUDA tensors (python -m multidraft.bench --rdk --tensors cuda)
+# Their time limits sum to more than one 600-second command: run STEPS="tests generation trees" in one,
+# then "threads verify rdk". Each step writes its output to $OUT (default build/device-check) as it
+# runs, so a command cut at its limit still returns the steps before.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/device-check}
 PY=${PY:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-tests verify generation rdk threads}  # the parts to run after the build
+STEPS=${STEPS:-tests generation trees threads verify rdk}  # the parts to run after the build
 step() { echo "== $* ($(date +%T))" | tee -a "$OUT/steps.txt"; }
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
 
@@ -31,19 +39,23 @@ mkdir -p python/multidraft/_isa/native && cp build/gpu/native/_core*.so python/m
 export PYTHONPATH=python:/tmp/site
 
 wanted tests && step "device tests on CUDA" && MULTIDRAFT_TEST_DEVICE=cuda timeout 300 $PY -m pytest -q -p no:cacheprovider tests/device 2>&1 | tail -25 | tee "$OUT/tests.txt"
-wanted verify && step "verification: device path against host path" && timeout 200 $PY scripts/device_check.py --device cuda --out "$OUT/verify.json" | tee "$OUT/verify.md"
 # torch first: a torch built with pybind11 3.0 (torch 2.11) crashes when imported after a module of pybind11
 # 3.1 (docs/benchmarks/gpu.md, "Import order")
-wanted generation && step "generation" && timeout 300 $PY -c "import torch, sys; from multidraft.bench.cli import main
-sys.exit(main(sys.argv[1:]))" --generation --pair gpu-pair --draft draft --device cuda --dtype bfloat16 \
-    --configs sps:1,global_resolution:2,global_resolution:4,otlp:2 --draft-length 4 --new-tokens 64 --repeats 3 \
-    --draft-top-k 16 2>&1 | grep -v "Loading weights" | tee "$OUT/generation.md"
+BENCH=("$PY" -c "import torch, sys; from multidraft.bench.cli import main
+sys.exit(main(sys.argv[1:]))")
+wanted generation && step "generation" && timeout 200 "${BENCH[@]}" --generation --pair gpu-pair --draft draft --device cuda \
+    --dtype bfloat16 --configs sps:1,global_resolution:2,global_resolution:4,otlp:2 --draft-length 4 --new-tokens 64 \
+    --repeats 3 --draft-top-k 16 2>&1 | grep -v "Loading weights" | tee "$OUT/generation.md"
+# the flat cost curve of a GPU's target pass is where the cost model predicts trees pay (generation.md, "Token trees")
+wanted trees && step "token trees" && timeout 240 "${BENCH[@]}" --generation --pair gpu-pair --draft draft --device cuda \
+    --dtype bfloat16 --trees --no-chains --dataset gpu-pair/next_token_pairs-128.npz --depths 4,5 --budgets 4,8,16,32 \
+    --new-tokens 64 --repeats 3 2>&1 | grep -v "Loading weights" | tee "$OUT/trees.md"
 # two threads against one on 64 rows of V = 32000 on this host's CPU, whose memory serves several cores
 # (docs/benchmarks/first-call.md: the development VM's does not)
-# RDK's per-token calls on float32 CUDA tensors beside NumPy's, at V = 32000 (docs/benchmarks/rdk.md)
-wanted rdk && step "rdk on tensors" && timeout 120 $PY -c "import torch, sys; from multidraft.bench.cli import main
-sys.exit(main(sys.argv[1:]))" --rdk --quick --tensors cuda --out "$OUT" 2>&1 | tail -12 | tee "$OUT/rdk.md"
 wanted threads && step "two threads on 64 rows" && timeout 150 $PY -c "from multidraft.bench.baselines import run_thread_scaling, thread_table
 from multidraft.bench.distributions import DEFAULT_SEED
 print(thread_table(run_thread_scaling(['peaked', 'flat'], 32000, DEFAULT_SEED, threads=2)))" | tee "$OUT/threads.md"
+wanted verify && step "verification: device path against host path" && timeout 200 $PY scripts/device_check.py --device cuda --out "$OUT/verify.json" | tee "$OUT/verify.md"
+# RDK's per-token calls on float32 CUDA tensors beside NumPy's, at V = 32000 (docs/benchmarks/rdk.md)
+wanted rdk && step "rdk on tensors" && timeout 120 "${BENCH[@]}" --rdk --quick --tensors cuda --out "$OUT" 2>&1 | tail -12 | tee "$OUT/rdk.md"
 step done
