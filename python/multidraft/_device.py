@@ -31,17 +31,19 @@ from . import _validation as check
 # ----------------------------------------------------------------------------- which calls
 
 _TENSOR_TYPE = None  # torch.Tensor once torch is imported: torch stays optional
-_HOST_INTEGERS = ()  # torch's integer dtypes the host path reads, set with _TENSOR_TYPE (constants)
+# torch's dtypes the host path tells apart, set with _TENSOR_TYPE (constants)
+_HOST_INTEGERS, _BFLOAT16 = (), None
 
 
 def takes(*arguments) -> bool:
     """Whether a call with these arguments takes the device path: one of them is a torch tensor."""
-    global _TENSOR_TYPE, _HOST_INTEGERS
+    global _TENSOR_TYPE, _HOST_INTEGERS, _BFLOAT16
     if _TENSOR_TYPE is None:
         torch = sys.modules.get("torch")  # a tensor exists only if torch was imported
         if torch is None:
             return False
         _HOST_INTEGERS = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+        _BFLOAT16 = torch.bfloat16
         _TENSOR_TYPE = torch.Tensor
     for argument in arguments:
         if isinstance(argument, _TENSOR_TYPE):
@@ -60,7 +62,7 @@ def on_host(*arguments) -> bool:
     """Whether a call with tensors among ``arguments`` takes the host path: all of them on the CPU, of
     real dtypes (others go the device path, which explains the refusal)."""
     takes()  # learns torch.Tensor, for a caller that did not ask first
-    return CPU_ON_HOST and all(a.device.type == "cpu" and (a.dtype.is_floating_point or a.dtype in _HOST_INTEGERS)
+    return CPU_ON_HOST and all(a.is_cpu and (a.dtype.is_floating_point or a.dtype in _HOST_INTEGERS)
                                for a in arguments if isinstance(a, _TENSOR_TYPE))
 
 
@@ -76,7 +78,7 @@ def host_view(x, name: str):
     tolerance); anything else unchanged."""
     if not isinstance(x, _TENSOR_TYPE):
         return x
-    if x.dtype == _torch().bfloat16:
+    if x.dtype == _BFLOAT16:
         return check.probabilities(x, name, ndims=(1, 2, 3)) if name in ("p", "q") else check.as_array(x, name)[0]
     try:
         return (x.detach() if x.requires_grad else x).numpy()
