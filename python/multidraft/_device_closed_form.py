@@ -39,12 +39,15 @@ def _top_ranked(q, at):
     (B, V) (core/draft_scheme.hpp's ``top_drafts``). A token's rank is the number of tokens before
     it in that order (more probable, or as probable with a lower id); the tuple is the tokens of
     ranks 0, 1, ..., k - 1 and then k - 1 repeated, k the support's size: so draft j is the tuple's
-    iff its rank is min(j, k - 1). One (B, n, V) comparison, no sort."""
+    iff its rank is min(j, k - 1). One (B, V) comparison per draft, no sort."""
     torch = _torch()
-    q_d = q.gather(1, at).unsqueeze(-1)
     ids = torch.arange(q.shape[-1], device=q.device)
-    before = (q.unsqueeze(1) > q_d) | ((q.unsqueeze(1) == q_d) & (ids < at.unsqueeze(-1)))
-    ranks = before.sum(-1)
+
+    def rank(token):  # (B,) ranks of the (B,) tokens
+        q_t = q.gather(1, token.unsqueeze(-1))
+        return ((q > q_t) | ((q == q_t) & (ids < token.unsqueeze(-1)))).sum(-1)
+
+    ranks = torch.stack([rank(at[:, j]) for j in range(at.shape[1])], dim=1)
     support = (q > 0).sum(-1, keepdim=True)
     wanted = torch.minimum(torch.arange(at.shape[1], device=q.device), support - 1)
     return (ranks == wanted).all(-1)
