@@ -73,6 +73,28 @@ def test_mixed_input_goes_to_the_tensors_device():
     assert torch.equal(md.acceptance_rate(p, q.cpu().numpy()), md.acceptance_rate(p, q))
 
 
+@pytest.mark.parametrize("route", ["device path", "host route"])
+def test_keyword_arguments_route_as_positional_ones(route, monkeypatch):
+    """Every entry point's decorator (_device.tensor_route) reads tensors passed by keyword as it
+    reads them by position, on both routes of a CPU tensor."""
+    monkeypatch.setattr(_device, "CPU_ON_HOST", route == "host route")
+    p, q = top_k_laws(2, 40, 3)
+    v = md.verifier("otlp")
+    drafts = torch.stack([v.draft(q[b], 2, b) for b in range(2)])
+    pairs = [
+        (v.transport(p, q, drafts), v.transport(p=p, q=q, drafts=drafts)),
+        (v.verify(p, q, drafts, [3, 4])[0], v.verify(p, q, drafts=drafts, rng=[3, 4])[0]),
+        (v.acceptance(p, q, 2), v.acceptance(p=p, q=q, n=2)),
+        (v.draft(q[0], 2, 5), v.draft(q=q[0], n=2, rng=5)),
+        (md.optimal_subset(p, q, 2, scheme="iid")[1], md.optimal_subset(p=p, q=q, n=2, scheme="iid")[1]),
+        (md.acceptance_rate(p, q), md.acceptance_rate(q=q, p=p)),
+        (md.softmax(p.log(), 0.5), md.softmax(logits=p.log(), temperature=0.5)),
+    ]
+    for positional, keyword in pairs:
+        assert isinstance(keyword, torch.Tensor) and keyword.device == p.device
+        assert torch.equal(positional, keyword)
+
+
 # ----------------------------------------------------------------------------- seeds and batches
 
 @pytest.mark.parametrize("name", md.verifier_names())
