@@ -16,7 +16,8 @@
 #   rdk         RDK's per-token calls on CUDA tensors (python -m multidraft.bench --rdk --tensors cuda)
 # Their time limits sum to more than one 600-second command: run STEPS="tests generation trees" in one,
 # then "threads verify rdk". Each step writes its output to $OUT (default build/device-check) as it
-# runs, so a command cut at its limit still returns the steps before.
+# runs, so a command cut at its limit still returns the steps before. DEVICE=cpu makes the same run on
+# the CPU (a dry run of the script where no GPU is: every step but the timings means the same).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/device-check}
@@ -24,12 +25,13 @@ PY=${PY:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 STEPS=${STEPS:-tests generation trees threads verify rdk}  # the parts to run after the build
+DEVICE=${DEVICE:-cuda}
 step() { echo "== $* ($(date +%T))" | tee -a "$OUT/steps.txt"; }
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
 
 step install
 $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-nvidia-smi -L | tee "$OUT/gpu.txt"
+[[ $DEVICE == cuda ]] && nvidia-smi -L | tee "$OUT/gpu.txt"
 step build
 PYTHONPATH=/tmp/site cmake -S . -B build/gpu -DMULTIDRAFT_NATIVE=ON -DPython_EXECUTABLE="$(command -v "$PY")" \
     -Dpybind11_DIR="$(PYTHONPATH=/tmp/site $PY -m pybind11 --cmakedir)" \
@@ -38,16 +40,16 @@ PYTHONPATH=/tmp/site cmake -S . -B build/gpu -DMULTIDRAFT_NATIVE=ON -DPython_EXE
 mkdir -p python/multidraft/_isa/native && cp build/gpu/native/_core*.so python/multidraft/_isa/native/
 export PYTHONPATH=python:/tmp/site
 
-wanted tests && step "device tests on CUDA" && MULTIDRAFT_TEST_DEVICE=cuda timeout 300 $PY -m pytest -q -p no:cacheprovider tests/device 2>&1 | tail -25 | tee "$OUT/tests.txt"
+wanted tests && step "device tests on $DEVICE" && MULTIDRAFT_TEST_DEVICE=$DEVICE timeout 300 $PY -m pytest -q -p no:cacheprovider tests/device 2>&1 | tail -25 | tee "$OUT/tests.txt"
 # torch first: a torch built with pybind11 3.0 (torch 2.11) crashes when imported after a module of pybind11
 # 3.1 (docs/benchmarks/gpu.md, "Import order")
 BENCH=("$PY" -c "import torch, sys; from multidraft.bench.cli import main
 sys.exit(main(sys.argv[1:]))")
-wanted generation && step "generation" && timeout 200 "${BENCH[@]}" --generation --pair gpu-pair --draft draft --device cuda \
+wanted generation && step "generation" && timeout 200 "${BENCH[@]}" --generation --pair gpu-pair --draft draft --device "$DEVICE" \
     --dtype bfloat16 --configs sps:1,global_resolution:2,global_resolution:4,otlp:2 --draft-length 4 --new-tokens 64 \
     --repeats 3 --draft-top-k 16 2>&1 | grep -v "Loading weights" | tee "$OUT/generation.md"
 # the flat cost curve of a GPU's target pass is where the cost model predicts trees pay (generation.md, "Token trees")
-wanted trees && step "token trees" && timeout 240 "${BENCH[@]}" --generation --pair gpu-pair --draft draft --device cuda \
+wanted trees && step "token trees" && timeout 240 "${BENCH[@]}" --generation --pair gpu-pair --draft draft --device "$DEVICE" \
     --dtype bfloat16 --trees --no-chains --dataset gpu-pair/next_token_pairs-128.npz --depths 4,5 --budgets 4,8,16,32 \
     --new-tokens 64 --repeats 3 2>&1 | grep -v "Loading weights" | tee "$OUT/trees.md"
 # two threads against one on 64 rows of V = 32000 on this host's CPU, whose memory serves several cores
@@ -55,7 +57,7 @@ wanted trees && step "token trees" && timeout 240 "${BENCH[@]}" --generation --p
 wanted threads && step "two threads on 64 rows" && timeout 150 $PY -c "from multidraft.bench.baselines import run_thread_scaling, thread_table
 from multidraft.bench.distributions import DEFAULT_SEED
 print(thread_table(run_thread_scaling(['peaked', 'flat'], 32000, DEFAULT_SEED, threads=2)))" | tee "$OUT/threads.md"
-wanted verify && step "verification: device path against host path" && timeout 200 $PY scripts/device_check.py --device cuda --out "$OUT/verify.json" | tee "$OUT/verify.md"
+wanted verify && step "verification: device path against host path" && timeout 200 $PY scripts/device_check.py --device "$DEVICE" --out "$OUT/verify.json" | tee "$OUT/verify.md"
 # RDK's per-token calls on float32 CUDA tensors beside NumPy's, at V = 32000 (docs/benchmarks/rdk.md)
-wanted rdk && step "rdk on tensors" && timeout 120 "${BENCH[@]}" --rdk --quick --tensors cuda --out "$OUT" 2>&1 | tail -12 | tee "$OUT/rdk.md"
+wanted rdk && step "rdk on tensors" && timeout 120 "${BENCH[@]}" --rdk --quick --tensors "$DEVICE" --out "$OUT" 2>&1 | tail -12 | tee "$OUT/rdk.md"
 step done
