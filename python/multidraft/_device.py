@@ -144,7 +144,7 @@ def tensor_route(device_body=None):
             result = function(*args, **kwargs)
             if all(isinstance(r, _TENSOR_TYPE) for r in (result if isinstance(result, tuple) else (result,))):
                 return result
-            return device_tensors(result, call_device(**inspect.signature(function).bind(*args, **kwargs).arguments))
+            return device_tensors(result, call_device(**dict(zip(names, args)), **kwargs))
         return call
     return decorate
 

@@ -54,16 +54,15 @@ def _top_ranked(q, at):
 
 
 def _checked(verifier, target, draft, d: np.ndarray):
-    """(p (B, V) and q (B, V), the normalised float64 rows; the drafts on the device (B, n)) after
-    the call's one host read, which refuses bad laws and drafts the scheme cannot draw, with the
-    core's messages, in the core's order."""
+    """(q (B, V), the normalised float64 draft rows; the drafts on the device (B, n)) after the
+    call's one host read, which refuses bad laws and drafts the scheme cannot draw, with the core's
+    messages, in the core's order."""
     torch = _torch()
-    p = target.values / target.scale.unsqueeze(-1)
     q = draft.values[:, 0] / draft.scale[:, :1]
-    at = _device.to_device(d, p.device)
+    at = _device.to_device(d, q.device)
     zero_at_draft = (q.gather(1, at) <= 0).any()
     not_top = ~_top_ranked(q, at).all() if verifier.scheme_kind == "topk" else torch.zeros((), dtype=torch.bool,
-                                                                                               device=p.device)
+                                                                                               device=q.device)
     flags = _device.to_host(torch.stack([target.bad, draft.bad, zero_at_draft, not_top]))
     if flags[0]:
         target.refuse()
@@ -73,12 +72,13 @@ def _checked(verifier, target, draft, d: np.ndarray):
         raise ValueError(_UNDRAWABLE.format("q = 0 at a draft"))
     if flags[3]:
         raise ValueError(_UNDRAWABLE.format(_NOT_TOP))
-    return p, q, at
+    return q, at
 
 
-def _speculative_terms(p, q, at):
+def _speculative_terms(target, q, at):
     """``"sps"``: (a (B,), the residual's weights (B, V), their row sums (B,)) for the drafts at[:, 0]."""
     torch = _torch()
+    p = target.values / target.scale.unsqueeze(-1)
     p_d, q_d = p.gather(1, at[:, :1])[:, 0], q.gather(1, at[:, :1])[:, 0]
     residual = (p - q).clamp(min=0.0)
     mass = _device.row_sums(residual)
@@ -90,9 +90,9 @@ def _speculative_terms(p, q, at):
 def transport(verifier, target, draft, d: np.ndarray, batched: bool):
     """The law: ``"sps"`` a delta_d + (1 - a) weights / their sum; naive rejection p. (V,) or (B, V)
     float64 on the device."""
-    p, q, at = _checked(verifier, target, draft, d)
+    q, at = _checked(verifier, target, draft, d)
     if verifier.name == "sps":
-        accept, weights, mass = _speculative_terms(p, q, at)
+        accept, weights, mass = _speculative_terms(target, q, at)
         law = ((1.0 - accept) / mass).unsqueeze(-1) * weights
         law.scatter_add_(1, at[:, :1], accept[:, None])
     else:
@@ -103,14 +103,14 @@ def transport(verifier, target, draft, d: np.ndarray, batched: bool):
 def verify(verifier, target, draft, d: np.ndarray, batched: bool, rng):
     """(token int64, accepted bool), 0-d or (B,), on the device, from the row's
     :func:`_device.row_uniforms` (u1, u2). ``"sps"``: accepted iff u1 < a, else the inverse CDF of the
-    residual's weights at u2. Naive rejection: the inverse CDF of p at u1, accepted iff it is one of
-    the drafts."""
+    residual's weights at u2. Naive rejection: the inverse CDF of p at u1 (p as passed: the inverse
+    CDF scales by the row's total), accepted iff it is one of the drafts."""
     torch = _torch()
-    p, q, at = _checked(verifier, target, draft, d)
+    q, at = _checked(verifier, target, draft, d)
     count = 2 if verifier.name == "sps" else 1
     uniforms = _device.to_device(_device.row_uniforms(check.row_seeds(rng, d.shape[0]), count), at.device)
     if verifier.name == "sps":
-        accept, weights, _ = _speculative_terms(p, q, at)
+        accept, weights, _ = _speculative_terms(target, q, at)
         accepted = uniforms[:, 0] < accept
         token = torch.where(accepted, at[:, 0], _device.inverse_cdf_at(weights, uniforms[:, 1:])[:, 0])
     else:

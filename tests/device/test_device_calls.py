@@ -232,9 +232,11 @@ def test_closed_form_laws_read_flags_only_whatever_the_draft_support(name, n):
     assert traffic == {4 + 8 * 4 * n}
 
 
-def test_draws_are_the_same_whatever_thread():
+@pytest.mark.parametrize("name", ["otlp", "naive", "topk"])
+def test_draws_are_the_same_whatever_thread(name):
+    """A compressed problem (otlp) and the closed-form laws (naive, topk) from 4 threads at once."""
     p, q = top_k_laws(8, 2000, 3)
-    v = md.verifier("otlp")
+    v = md.verifier(name)
     drafts = torch.stack([v.draft(q[b], 2, b) for b in range(8)])
     expected = v.verify(p, q, drafts, np.arange(8))[0]
     results, bytes_seen = [], []

@@ -33,10 +33,12 @@ def pairs():
 
 
 # (family, verifier, n, (temperature, top_k, top_p), draft_top_k): an exact plan on the compressed
-# problem (otlp, global_resolution, khisti), the baselines' residual laws, a fixed-n verifier
+# problem (otlp, global_resolution, khisti), the baselines' residual laws, a fixed-n verifier, and the
+# closed-form laws computed wholly on the device (sps, and naive rejection: topk trees, naive)
 CASES = [("llama", "global_resolution", 2, (1.0, None, None), None), ("mistral", "otlp", 4, (0.6, 4, None), 3),
          ("gemma2", "khisti", 2, (1.4, 6, 0.85), None), ("qwen2", "spechub", 2, (1.0, None, None), None),
-         ("llama", "rrs_without_replacement", 4, (1.4, 6, 0.85), 2), ("gpt_neox", "sps", 1, (0.6, 4, None), None)]
+         ("llama", "rrs_without_replacement", 4, (1.4, 6, 0.85), 2), ("gpt_neox", "sps", 1, (0.6, 4, None), None),
+         ("mistral", "topk", 3, (1.0, None, None), None), ("qwen2", "naive", 2, (1.4, 6, 0.85), None)]
 
 
 @pytest.mark.parametrize("family, name, n, setting, draft_top_k", CASES, ids=lambda c: str(c))

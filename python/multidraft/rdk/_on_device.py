@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from .. import _device
 from .. import _validation as check
-from ._common import MASK_RULE, _nonnegative_vector as _common_nonnegative_vector, check_block_shape, \
-    check_mask_shape, effective_size, no_shared_mass
+from ._common import MASK_RULE, _nonnegative_vector, check_block_shape, check_mask_shape, effective_size, \
+    no_shared_mass
 
 
 def _torch():
@@ -71,7 +71,7 @@ def taylor(q_prime, prior, n_eff):
     if refused:
         law.refuse()
     if prior_refused:
-        _common_nonnegative_vector(prior.cpu(), "prior", V)  # raises the NumPy path's message
+        _nonnegative_vector(prior.cpu(), "prior", V)  # raises the NumPy path's message
     n_eff = effective_size(n_eff, V)
     rows = law.rows()
     theta = _device.row_sums(rows * prior).unsqueeze(-1)  # pi^T q'
