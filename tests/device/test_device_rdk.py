@@ -340,23 +340,29 @@ def test_the_host_reads_flags_and_draft_ids_only():
     assert read[64] == read[4096] <= 16 and read[64, "sample"] == read[4096, "sample"] <= 16
 
 
+def from_threads(call, count: int = 8) -> list:
+    """``call()`` on ``count`` threads released at once by a barrier: their results."""
+    results, barrier = [None] * count, threading.Barrier(count)
+
+    def work(i):
+        barrier.wait()
+        results[i] = call()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
 def test_the_two_stage_sampler_is_the_same_from_every_thread():
     """A fresh M (its rows not yet copied to the device) sampled from 8 threads at once: every
     thread draws what one thread alone draws."""
     q_prime = VMAP.tli(torch.tensor(np.stack([law for _, law in CASES])))
     expected = affinity().sample(q_prime, 3, np.arange(q_prime.shape[0]))
     M = affinity()
-    results, barrier = [None] * 8, threading.Barrier(8)
-
-    def work(i):
-        barrier.wait()
-        results[i] = M.sample(q_prime, 3, np.arange(q_prime.shape[0]))
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = from_threads(lambda: M.sample(q_prime, 3, np.arange(q_prime.shape[0])))
     assert all(torch.equal(result, expected) for result in results)
 
 
@@ -364,15 +370,5 @@ def test_maps_and_laws_are_the_same_from_every_thread():
     vmap = rdk.VocabularyMap(np.array([0, 2, -1, 3, 6, -1]), 7)  # its device index not built yet
     q = torch.tensor(np.stack([law for _, law in CASES if law[[0, 1, 3, 4]].sum() > 0]))
     expected = VMAP.tli(q)
-    results, barrier = [None] * 8, threading.Barrier(8)
-
-    def work(i):
-        barrier.wait()
-        results[i] = vmap.tli(q)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = from_threads(lambda: vmap.tli(q))
     assert all(torch.equal(result, expected) for result in results)
