@@ -201,6 +201,12 @@ def last_device_bytes() -> int:
     return getattr(_traffic, "to_device", 0)
 
 
+def host_reads() -> int:
+    """Host reads (calls of :func:`to_host`) the calling thread has made since it started: each one a
+    synchronisation with the device, whatever its size (a caller that spans several subtracts)."""
+    return getattr(_traffic, "reads", 0)
+
+
 def host_bytes_read() -> int:
     """Bytes the calling thread has copied from tensors to the host through :func:`to_host` since it
     started (every call: a caller that spans several, as the generation loop's rounds, subtracts)."""
@@ -218,6 +224,7 @@ def to_host(tensor) -> np.ndarray:
     size = tensor.numel() * tensor.element_size()
     _traffic.to_host = last_host_bytes() + size
     _traffic.total_to_host = host_bytes_read() + size
+    _traffic.reads = host_reads() + 1
     return tensor.cpu().numpy()
 
 
