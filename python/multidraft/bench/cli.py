@@ -107,11 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "pruning, build and proposal times) instead; options: --rdk --help")
     parser.add_argument("--generation", action="store_true", help="run the generation benchmark (the trained pair "
                         "of scripts/train_pair.py in model.generate) instead; options: --generation --help")
+    parser.add_argument("--launches", action="store_true", help="count the kernel-launching ops and host reads of "
+                        "the generation loop and of one verify call (multidraft.bench.launches) instead; options: "
+                        "--launches --help")
     return parser
 
 
-#: Flags that run another benchmark module's ``main``: [OOV]'s (bench/rdk.py), generation (bench/hf.py).
-SUBCOMMANDS = {"--rdk": "rdk", "--generation": "hf"}
+#: Flags that run another benchmark module's ``main``: [OOV]'s (bench/rdk.py), generation (bench/hf.py),
+#: launch counts (bench/launches.py).
+SUBCOMMANDS = {"--rdk": "rdk", "--generation": "hf", "--launches": "launches"}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

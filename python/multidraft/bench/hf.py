@@ -238,6 +238,8 @@ def main(argv=None) -> int:
     parser.add_argument("--many-prompts", type=int, default=0, help="instead of the tables: tokens per target pass "
                         "of the --configs chains at the first --draft-length over this many built-in prompts "
                         "(one batch), --repeats seeds, with standard errors")
+    parser.add_argument("--counts", action="store_true", help="add the table of kernel-launching ops and host "
+                        "reads per round of the --configs chains (multidraft.bench.launches.loop_counts)")
     args = parser.parse_args(argv)
     if not (args.pair / "target").is_dir():
         parser.error(f"no trained pair under {args.pair}: run scripts/train_pair.py first")
@@ -280,6 +282,15 @@ def main(argv=None) -> int:
               "from the measured acceptance, at deployment draft/target cost ratios:")
         print(format_predictions({r["method"]: r["acceptance"] for r in rows if "acceptance" in r}, DEPLOYMENT_RATIOS))
         plain = rows[0]["seconds"]
+    if args.counts:
+        from .launches import format_counts, loop_counts
+
+        methods = [dict(label=f"multidraft {name} n={n} L={length}", verifier=name, num_drafts=n, draft_length=length)
+                   for name, n in configs for length in lengths]
+        print("\nPer round, outside the models (one run each, CPU tensors on the accelerator's path; "
+              "docs/benchmarks/launches.md):")
+        print(format_counts(loop_counts(target, draft, prompt, args.new_tokens, methods,
+                                        draft_top_k=args.draft_top_k or None)))
     if args.trees:
         tree_rows = compare_trees(target, draft, prompt, args.new_tokens, args.repeats, args.dataset,
                                   depths=[int(d) for d in args.depths.split(",")],
