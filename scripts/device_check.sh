@@ -14,17 +14,19 @@
 #   verify      one verify per tree level on the device path against the host path
 #               (scripts/device_check.py)
 #   rdk         RDK's per-token calls on CUDA tensors (python -m multidraft.bench --rdk --tensors cuda)
+#   inflated    the generation step with the trained target inflated to Llama 3 8B's shape, built on the
+#               GPU itself (--inflate 8b: the same logits, an 8B-sized pass; docs/design/inflated-target.md)
 # Their time limits sum to more than one 600-second command: run STEPS="tests generation trees" in one,
-# then "threads verify rdk". Each step writes its output to $OUT (default build/device-check) as it
-# runs, so a command cut at its limit still returns the steps before. DEVICE=cpu makes the same run on
-# the CPU (a dry run of the script where no GPU is: every step but the timings means the same).
+# then "threads verify rdk inflated". Each step writes its output to $OUT (default build/device-check)
+# as it runs, so a command cut at its limit still returns the steps before. DEVICE=cpu makes the same
+# run on the CPU (a dry run of the script where no GPU is: every step but the timings means the same).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/device-check}
 PY=${PY:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-tests generation trees threads verify rdk}  # the parts to run after the build
+STEPS=${STEPS:-tests generation trees threads verify rdk inflated}  # the parts to run after the build
 DEVICE=${DEVICE:-cuda}
 step() { echo "== $* ($(date +%T))" | tee -a "$OUT/steps.txt"; }
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -60,4 +62,9 @@ print(thread_table(run_thread_scaling(['peaked', 'flat'], 32000, DEFAULT_SEED, t
 wanted verify && step "verification: device path against host path" && timeout 200 $PY scripts/device_check.py --device "$DEVICE" --out "$OUT/verify.json" | tee "$OUT/verify.md"
 # RDK's per-token calls on float32 CUDA tensors beside NumPy's, at V = 32000 (docs/benchmarks/rdk.md)
 wanted rdk && step "rdk on tensors" && timeout 120 "${BENCH[@]}" --rdk --quick --tensors "$DEVICE" --out "$OUT" 2>&1 | tail -12 | tee "$OUT/rdk.md"
+# the 8B shape in bfloat16 fills 12 GB of the GPU; a CPU dry run inflates to the moderate preset instead
+INFLATE=$([[ $DEVICE == cuda ]] && echo 8b || echo moderate)
+wanted inflated && step "generation, target inflated to $INFLATE" && timeout 240 "${BENCH[@]}" --generation --pair gpu-pair \
+    --draft draft --device "$DEVICE" --dtype bfloat16 --inflate "$INFLATE" --configs sps:1,global_resolution:2,otlp:2 \
+    --draft-length 4 --new-tokens 64 --repeats 3 --draft-top-k 16 2>&1 | grep -v "Loading weights" | tee "$OUT/inflated.md"
 step done

@@ -35,6 +35,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import numpy as np
 import torch
 
+from .inflate import inflate, parse_shape
 from .trees import BUDGETS, DEPTHS, compare_trees, format_tree_rows, summary
 
 #: (verifier, n) compared by default: single draft, the exact optimum, and K-SEQ.
@@ -221,6 +222,10 @@ def main(argv=None) -> int:
                         "(laws on the device, compressed problems to the host) instead of the core reading them in place")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
                         help="dtype of the models' weights")
+    parser.add_argument("--inflate", metavar="PRESET_OR_SHAPE", help="inflate the target into a larger Llama with "
+                        "the same logits, built on --device in --dtype (multidraft.bench.inflate): 8b, moderate, "
+                        "or hidden_size=N,num_hidden_layers=N,intermediate_size=N,num_attention_heads=N,"
+                        "num_key_value_heads=N")
     parser.add_argument("--draft-length", default="4", help="draft lengths L, comma-separated (e.g. 2,4,6)")
     parser.add_argument("--configs", default=",".join(f"{name}:{n}" for name, n in CONFIGS),
                         help="verifier:n pairs, comma-separated (default: %(default)s)")
@@ -241,6 +246,10 @@ def main(argv=None) -> int:
     parser.add_argument("--counts", action="store_true", help="add the table of kernel-launching ops and host "
                         "reads per round of the --configs chains (multidraft.bench.launches.loop_counts)")
     args = parser.parse_args(argv)
+    try:
+        shape = parse_shape(args.inflate) if args.inflate else None
+    except ValueError as error:
+        parser.error(str(error))
     if not (args.pair / "target").is_dir():
         parser.error(f"no trained pair under {args.pair}: run scripts/train_pair.py first")
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -253,6 +262,9 @@ def main(argv=None) -> int:
     tokenizer = AutoTokenizer.from_pretrained(args.pair / "tokenizer")
     dtype = getattr(torch, args.dtype)
     target = AutoModelForCausalLM.from_pretrained(args.pair / "target", dtype=dtype).eval().to(args.device)
+    if shape:
+        target = inflate(target, **shape, device=args.device, dtype=dtype)
+        print(f"target inflated to {shape}: {sum(p.numel() for p in target.parameters()) / 1e6:.0f} M parameters")
     draft = AutoModelForCausalLM.from_pretrained(args.pair / args.draft, dtype=dtype).eval().to(args.device)
     prompt = tokenizer(args.prompt, return_tensors="pt").input_ids.to(args.device)
     print(f"prompt {args.prompt!r} ({prompt.shape[1]} tokens), {args.new_tokens} new tokens, "
