@@ -27,7 +27,7 @@ def draft_round(s: Setup, shape: Tree, cache: TreeCache, pending, active, rows, 
     chunk = pending_slots(pending, cache, s.pad_token_id)
     root_pos = chunk[2][:, -1]
     B = len(pending)
-    logits = cache.forward(*chunk, ancestor_tables((), [], B, 0, cache.device), keep=1)[active, -1]
+    logits = cache.forward(*chunk, ancestor_tables((), [], B, 0), keep=1)[active, -1]
     prefixes = None if not s.law.uses_prefixes else [rows[b] for b in active]
     _draw(s, trees, [(r, 0) for r in range(len(trees))], _draft_law(s, logits, prefixes, active, V), rngs)
     depth = 1
@@ -35,9 +35,9 @@ def draft_round(s: Setup, shape: Tree, cache: TreeCache, pending, active, rows, 
         parents = [[i for i in range(1, len(t.tokens)) if t.depths[i] == depth and t.child_slots(i)] for t in trees]
         if not any(parents):
             return trees
-        slots = node_slots(trees, active, B, root_pos, parents, cache.device, s.pad_token_id)
+        slots = node_slots(trees, active, B, root_pos, parents, s.pad_token_id)
         width = max(t.size for t in trees)
-        logits = cache.forward(*slots, ancestor_tables(trees, active, B, width, cache.device), keep=slots[0].shape[1])
+        logits = cache.forward(*slots, ancestor_tables(trees, active, B, width), keep=slots[0].shape[1])
         picked = [(r, b, k) for r, b in enumerate(active) for k in range(len(parents[r]))]
         flat = logits[[b for _, b, _ in picked], [k for _, _, k in picked]]
         prefixes = None if not s.law.uses_prefixes else \

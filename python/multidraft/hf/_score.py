@@ -18,10 +18,10 @@ def score_round(s: Setup, cache: TreeCache, pending, active, rows, trees: List[R
     B = len(pending)
     chunk = pending_slots(pending, cache, s.pad_token_id)
     nodes = [list(range(1, len(t.tokens))) for t in trees]
-    slots = node_slots(trees, active, B, chunk[2][:, -1], nodes, cache.device, s.pad_token_id)
+    slots = node_slots(trees, active, B, chunk.pos[:, -1], nodes, s.pad_token_id)
     width = slots[0].shape[1]
-    ancestors = ancestor_tables(trees, active, B, width, cache.device)
-    logits = cache.forward(*(torch.cat(pair, dim=1) for pair in zip(chunk, slots)), ancestors, keep=width + 1)[active]
+    ancestors = ancestor_tables(trees, active, B, width)
+    logits = cache.forward(*chunk.then(slots), ancestors, keep=width + 1)[active]
     if logits.shape[-1] != V:
         raise ValueError(f"the target returned {logits.shape[-1]} logits, its LM head has {V} rows")
     return TargetLaws(s.law, logits, rows, active, trees)

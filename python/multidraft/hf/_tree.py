@@ -12,16 +12,20 @@ gathering the cache, so the cache never holds more than the committed tokens (ri
 The cache is a plain ``DynamicCache()`` (no config): its layers keep every slot, including in
 layers whose own cache class would evict slots outside the window (the mask does that work).
 Models this cannot serve exactly are refused by :func:`check_model` with a ValueError.
+
+The bookkeeping lives on the host: each slot's validity, position and node are NumPy mirrors
+that the loop fills itself, and the masks are built from them with NumPy, because every read of a
+device value would be a synchronisation with the device. A forward pass copies its inputs and
+masks to the device in one copy; a commit copies at most its gather index.
 """
 from __future__ import annotations
 
 import inspect
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 from transformers import DynamicCache
-
-from .._device import to_host
 
 #: Attention layer kinds whose semantics the mask reproduces: causal, and causal within a window.
 _KINDS = ("full_attention", "sliding_attention")
@@ -74,50 +78,102 @@ def logit_width(model) -> int:
     return int(weight.shape[0]) if weight is not None else int(model.config.get_text_config(decoder=True).vocab_size)
 
 
+#: Byte alignment of each array in an upload's buffer: a multiple of every element size, and of
+#: the 16 bytes that fused attention kernels want a mask to start on.
+_ALIGN = 64
+
+
+def _mask_values(dtype: torch.dtype) -> Tuple[np.dtype, np.generic]:
+    """(host type whose items have the bits of ``dtype``'s, the blocked value finfo(dtype).min in
+    it); the allowed value 0 has all bits 0 in every float type."""
+    low = torch.finfo(dtype).min
+    if dtype == torch.bfloat16:  # NumPy has no bfloat16: its bits are the high half of a float32's
+        return np.dtype(np.int16), np.int16(np.array(low, dtype=np.float32).view(np.int32) >> 16)
+    host = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64}.get(dtype)
+    if host is None:
+        raise ValueError(f"multidraft.hf cannot lay out an attention mask for a model in {dtype}")
+    return np.dtype(host), host(low)
+
+
+def _allowed(valid: np.ndarray, pos: np.ndarray, node: np.ndarray, kv_valid: np.ndarray, kv_pos: np.ndarray,
+             kv_node: np.ndarray, ancestors: np.ndarray, past: int) -> np.ndarray:
+    """(B, Q, KV) bool: which of the cache's KV = ``past`` + Q slots (``kv_*``, (B, KV)) each new
+    query slot (B, Q) sees: valid slots at or before its position among its ancestors in its
+    row's round (``ancestors`` (B, N + 1, N + 1), see :meth:`TreeCache.forward`). A padding query
+    sees itself only: its row stays finite and nobody reads it."""
+    B, Q = valid.shape
+    rows = np.arange(B)[:, None, None]
+    allowed = (kv_valid[:, None, :] & (kv_pos[:, None, :] <= pos[:, :, None])
+               & ancestors[rows, node[:, :, None], kv_node[:, None, :]])
+    allowed[:, np.arange(Q), past + np.arange(Q)] |= ~valid
+    return allowed
+
+
+def _upload(arrays: Sequence[Tuple[np.ndarray, torch.dtype]], device) -> List[torch.Tensor]:
+    """The host ``arrays`` as tensors on ``device`` in ONE copy: their bytes packed into one buffer
+    (each from a multiple of ``_ALIGN``), copied without waiting for the device (the source is
+    read before the call returns), and split by views, each as its given dtype (of the array's
+    item size, e.g. int16 bits as bfloat16)."""
+    arrays = [(np.ascontiguousarray(array), dtype) for array, dtype in arrays]
+    starts = np.cumsum([0] + [-(-array.nbytes // _ALIGN) * _ALIGN for array, _ in arrays])
+    buffer = np.empty(int(starts[-1]), dtype=np.uint8)
+    for (array, _), start in zip(arrays, starts):
+        buffer[start:start + array.nbytes] = array.reshape(-1).view(np.uint8)
+    on_device = torch.from_numpy(buffer).to(device, non_blocking=True)
+    return [on_device[start:start + array.nbytes].view(dtype).view(array.shape)
+            for (array, dtype), start in zip(arrays, starts)]
+
+
 class TreeCache:
     """One model's cache over B rows: per slot ``valid``, ``pos`` (position id) and ``node`` (0: a
-    committed token of the row; i > 0: draft node i of the row's current round, see ``_round``)."""
+    committed token of the row; i > 0: draft node i of the row's current round, see ``_round``),
+    each a host array (B, S) in step with the device cache's S slots."""
 
     def __init__(self, model, layout: Dict[str, Optional[int]], rows: int):
         self.model, self.layout = model, layout
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
+        self.mask_bits, self.blocked = _mask_values(self.dtype)
         self.cache = DynamicCache()
-        empty = torch.zeros((rows, 0), dtype=torch.long, device=self.device)
-        self.valid, self.pos, self.node = empty.bool(), empty, empty
+        self.valid = np.zeros((rows, 0), dtype=bool)
+        self.pos = np.zeros((rows, 0), dtype=np.int64)
+        self.node = np.zeros((rows, 0), dtype=np.int64)
         self.keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.positions_computed = 0  # valid query slots fed to the model (statistics)
 
-    def forward(self, ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, node: torch.Tensor,
-                ancestors: torch.Tensor, keep: int) -> torch.Tensor:
-        """Append slots (B, Q) and return the logits (B, keep, V) of the last ``keep`` of them.
+    def forward(self, ids: np.ndarray, valid: np.ndarray, pos: np.ndarray, node: np.ndarray,
+                ancestors: np.ndarray, keep: int) -> torch.Tensor:
+        """Append slots (B, Q) (host arrays: int64 ids, bool valid, int64 position ids and node ids)
+        and return the logits (B, keep, V) of the last ``keep`` of them, on the model's device.
         ``ancestors`` (B, N + 1, N + 1) bool: [b, i, j] when node j is node i or an ancestor of it
-        in row b's round (column 0, the committed tokens, True for every node; see ``_round``)."""
-        kv_valid, kv_pos, kv_node = (torch.cat(pair, dim=1) for pair in
+        in row b's round (column 0, the committed tokens, True for every node; see ``_round``).
+        The inputs and masks reach the device in one copy."""
+        kv_valid, kv_pos, kv_node = (np.concatenate(pair, axis=1) for pair in
                                      ((self.valid, valid), (self.pos, pos), (self.node, node)))
-        rows = torch.arange(ids.shape[0], device=self.device)[:, None, None]
-        allowed = (kv_valid[:, None, :] & (kv_pos[:, None, :] <= pos[:, :, None])
-                   & ancestors[rows, node[:, :, None], kv_node[:, None, :]])
-        # a padding query sees itself only: its row stays finite and nobody reads it
-        past = self.valid.shape[1]
-        allowed[:, torch.arange(ids.shape[1]), past + torch.arange(ids.shape[1])] |= ~valid
-        masks = {kind: self._additive(allowed, pos, kv_pos, window) for kind, window in self.layout.items()}
-        mask: Union[torch.Tensor, Dict[str, torch.Tensor]] = next(iter(masks.values())) if len(masks) == 1 else masks
+        allowed = _allowed(valid, pos, node, kv_valid, kv_pos, kv_node, ancestors, past=self.valid.shape[1])
+        kinds = list(self.layout.items())
+        masks = np.stack([self._additive(allowed, pos, kv_pos, window) for _, window in kinds])
+        inputs, masks = _upload([(np.stack((ids, pos)), torch.long), (masks, self.dtype)], self.device)
+        mask: Union[torch.Tensor, Dict[str, torch.Tensor]] = \
+            masks[0] if len(kinds) == 1 else {kind: masks[i] for i, (kind, _) in enumerate(kinds)}
         extra = {"logits_to_keep": keep} if self.keeps_logits else {}
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=self.cache,
-                         use_cache=True, **extra)
+        out = self.model(input_ids=inputs[0], attention_mask=mask, position_ids=inputs[1],
+                         past_key_values=self.cache, use_cache=True, **extra)
         self.cache = out.past_key_values
         self.valid, self.pos, self.node = kv_valid, kv_pos, kv_node
-        self.positions_computed += int(to_host(valid.sum()))
+        self.positions_computed += int(valid.sum())
         return out.logits[:, -keep:]
 
-    def _additive(self, allowed, pos, kv_pos, window: Optional[int]) -> torch.Tensor:
+    def _additive(self, allowed: np.ndarray, pos: np.ndarray, kv_pos: np.ndarray,
+                  window: Optional[int]) -> np.ndarray:
+        """(B, 1, Q, KV): the additive mask of one layer kind, as the bits of the model's dtype
+        (0 where allowed, its finfo.min elsewhere); ``window``: the kind's sliding window."""
         if window is not None:
             allowed = allowed & (pos[:, :, None] - kv_pos[:, None, :] < window)
-        zeros = torch.zeros(allowed.shape, dtype=self.dtype, device=self.device)
-        return zeros.masked_fill(~allowed, torch.finfo(self.dtype).min)[:, None]
+        zero = self.mask_bits.type(0)
+        return np.where(allowed, zero, self.blocked).astype(self.mask_bits, copy=False)[:, None]
 
-    def committed(self) -> torch.Tensor:
+    def committed(self) -> np.ndarray:
         """(B,) committed tokens each row holds (they have positions 0 .. count - 1)."""
         return (self.valid & (self.node == 0)).sum(1)
 
@@ -125,18 +181,33 @@ class TreeCache:
         """Keep, per row, the committed slots and the round's nodes ``kept[b]`` (all committed
         from now on); rows not ``alive`` keep nothing. The kept slots are gathered right-aligned,
         so the cache is as long as the longest row."""
-        width = 1 + max([int(to_host(self.node.max())) if self.node.numel() else 0] + [max(k, default=0) for k in kept])
-        member = torch.zeros((len(kept), width), dtype=torch.bool)
+        B, S = self.valid.shape
+        width = 1 + max([int(self.node.max()) if self.node.size else 0] + [max(k, default=0) for k in kept])
+        member = np.zeros((B, width), dtype=bool)
         member[:, 0] = True
         for b, nodes in enumerate(kept):
             member[b, nodes] = True
-        member &= torch.tensor(alive)[:, None]
-        member = member.to(self.device)
-        keep = self.valid & member.gather(1, self.node)
-        width = int(to_host(keep.sum(1).max())) if keep.numel() else 0
-        index = torch.argsort(keep.to(torch.int8), dim=1, stable=True)[:, keep.shape[1] - width:]
+        member &= np.asarray(alive, dtype=bool)[:, None]
+        keep = self.valid & np.take_along_axis(member, self.node, axis=1)
+        width = int(keep.sum(1).max(initial=0))
+        index = np.argsort(keep.astype(np.int8), axis=1, kind="stable")[:, S - width:]
+        self._gather(index, S)
+        self.valid, self.pos = np.take_along_axis(keep, index, axis=1), np.take_along_axis(self.pos, index, axis=1)
+        self.node = np.zeros_like(self.pos)
+
+    def _gather(self, index: np.ndarray, slots: int) -> None:
+        """Keep the slots ``index`` (B, W) (host) of the cache's ``slots`` in every layer's keys and
+        values: a slice when every row keeps the same run of slots (a view, no copy), else one copy
+        of the index to the device and one gather per tensor."""
+        B, W = index.shape
+        start = int(index[0, 0]) if W else 0
+        if np.array_equal(index, np.broadcast_to(start + np.arange(W), (B, W))):
+            if start == 0 and W == slots:
+                return  # every slot kept
+            for layer in self.cache.layers:
+                layer.keys, layer.values = layer.keys[:, :, start:start + W], layer.values[:, :, start:start + W]
+            return
+        (index,) = _upload([(index, torch.long)], self.device)
         for layer in self.cache.layers:
             gather = index[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[-1])
             layer.keys, layer.values = layer.keys.gather(2, gather), layer.values.gather(2, gather)
-        self.valid, self.pos = keep.gather(1, index), self.pos.gather(1, index)
-        self.node = torch.zeros_like(self.pos)
