@@ -181,3 +181,22 @@ def test_an_rdk_proposal_on_the_device_is_the_host_one_from_every_thread():
     for result in results:
         np.testing.assert_allclose(result, expected, rtol=0, atol=1e-15)
     np.testing.assert_allclose(M.proposal(torch.tensor(q_prime[0])).cpu().numpy(), expected[0], rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("options, depth, ops", [(dict(verifier="sps", num_drafts=1, draft_length=4), 4, 240),
+                                                  (dict(verifier="global_resolution", tree=(3, 2, 1)), 3, 305)])
+def test_a_round_reads_the_host_once_per_drafted_depth_and_once_to_verify(options, depth, ops):
+    """What a round launches and reads outside the models, counted (multidraft.bench.launches): host
+    reads at most depth + 1 (the drafts of each depth, then the whole verification), and the
+    kernel-launching operators pinned as a regression guard (deterministic counts; the budgets
+    against transformers' assisted generation are in docs/benchmarks/launches.md)."""
+    from multidraft.bench.launches import Launches, tiny_pair as random_pair
+
+    target, draft = random_pair(vocab=4096)
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.inference_mode(), Launches([target, draft]) as count:
+        result = hf.generate(target, draft, ids, 24, draft_top_k=16, seed=0, eos_token_id=None, **options)
+    rounds = result.stats.target_calls
+    assert count.passes(target) == rounds
+    assert count.reads <= (depth + 1) * rounds + 1  # + 1: the call's own set-up
+    assert count.ops <= ops * rounds

@@ -11,7 +11,7 @@ outside S is proportional to p there, so the compressed law, spread back in prop
 the full law (docs/design/device-path.md, Section 2); and the spreading keeps any verifier
 lossless (Section 3). Only O(k) numbers per row cross to the host; :func:`last_host_bytes` counts
 them. ``"sps"``, ``"naive"`` and ``"topk"``, whose laws are closed-form, compute them wholly on the
-device instead (:mod:`multidraft._device_closed_form`, Section 9).
+device instead (:mod:`multidraft._device.closed_form`, Section 9).
 
 Mixed input (docs/design/device-path.md, Section 5): non-tensor arguments of a call with a
 tensor go to that tensor's device; tensors on two devices are refused.
@@ -26,7 +26,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _validation as check
+from .. import _validation as check
 
 # ----------------------------------------------------------------------------- which calls
 
@@ -370,15 +370,24 @@ class Compressed:
 
     def __init__(self, target: Optional[Law], draft: Law, keep=None):
         self.p = target.values if target is not None else None
+        self.p_c = None
         support = (draft.values > 0).any(1)
         if keep is not None and self.p is not None:
             support = support | keep(self.p, support)
-        self.support = support
+        self.support, self.V = support, support.shape[-1]
         counts = support.sum(-1)
         self.count = self._checked_counts([law for law in (target, draft) if law is not None], counts)
         K = int(self.count.max())
         self.ids = self._support_ids(support, K)
         self._gather(target, draft, counts, K)
+
+    @classmethod
+    def on_host(cls, count: np.ndarray, host_ids: np.ndarray, p_c: np.ndarray, q_c: np.ndarray, V: int) -> "Compressed":
+        """The host side only (:meth:`groups`, :meth:`problem`, :meth:`drafts`) of rows compressed
+        elsewhere (the generation loop's one read: :mod:`multidraft._device.loop`), in the layout above."""
+        compressed = cls.__new__(cls)
+        compressed.count, compressed.host_ids, compressed.p_c, compressed.q_c, compressed.V = count, host_ids, p_c, q_c, V
+        return compressed
 
     @staticmethod
     def _checked_counts(laws: List[Law], counts) -> np.ndarray:
@@ -434,14 +443,14 @@ class Compressed:
 
     def problem(self, rows: np.ndarray, k: int, independent: bool):
         """The host's compressed ``(p (G, k + 1), q (G, k + 1) or (G, n, k + 1))`` of these rows."""
-        p = self.p_c[rows, :k + 1] if self.p is not None else None
+        p = self.p_c[rows, :k + 1] if self.p_c is not None else None
         q = self.q_c[rows, :, :k + 1]
         return p, (q if independent else q[:, 0])
 
     def drafts(self, drafts: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
         """Draft ids (G, n) in the compressed ids of these rows; a token outside S becomes the outside
         id k (draft mass 0: the core refuses it as it refuses such a draft on the full vocabulary)."""
-        G, V = len(rows), self.support.shape[-1]
+        G, V = len(rows), self.V
         offset = np.arange(G)[:, None] * V  # rows side by side: one sorted array of every row's ids
         kept = (self.host_ids[rows, :k] + offset).ravel()
         wanted = drafts[rows] + offset
@@ -522,7 +531,7 @@ def sample_rows(laws, rng):
     the core draws them; on a device, :func:`inverse_cdf`."""
     seeds = check.row_seeds(rng, laws.shape[0])
     if on_host(laws):
-        from . import _core
+        from .. import _core
         return host_tensors(_core.sample_rows(host_view(laws, "laws"), seeds))
     return inverse_cdf(laws, seeds)
 
@@ -564,7 +573,7 @@ def truncation_for(verifier, p_c: np.ndarray, q_c: np.ndarray, k: int) -> int:
 
 def _groups(verifier, compressed: Compressed, independent: bool):
     """(rows, k, the verifier solving them, p_c, q_c) per group of rows with one compressed shape."""
-    from .verifiers import verifier as build  # the registry, for a compressed Algorithm 2
+    from ..verifiers import verifier as build  # the registry, for a compressed Algorithm 2
 
     for rows, k in compressed.groups():
         p_c, q_c = compressed.problem(rows, k, independent)
@@ -598,7 +607,7 @@ def _inputs(verifier, p, q, drafts):
 
 def transport(verifier, p, q, drafts):
     """:meth:`Verifier.transport` of tensors: (V,) or (B, V) float64 on their device."""
-    from . import _device_closed_form as closed_form
+    from . import closed_form
 
     if verifier.name in closed_form.NAMES:
         return closed_form.transport(verifier, *call_laws(verifier, p, q, drafts))
@@ -613,7 +622,7 @@ def transport(verifier, p, q, drafts):
 
 def verify(verifier, p, q, drafts, rng=None):
     """:meth:`Verifier.verify` of tensors: (token int64, accepted bool), 0-d or (B,), on their device."""
-    from . import _device_closed_form as closed_form
+    from . import closed_form
 
     if verifier.name in closed_form.NAMES:
         return closed_form.verify(verifier, *call_laws(verifier, p, q, drafts), rng)
@@ -735,7 +744,7 @@ def optimal_subset(p, q, n=None, *, scheme=None):
     """:func:`multidraft.optimal_subset` of tensors: ``(alpha, H)`` on their device. H* lies inside S (a
     token of draft mass 0 only adds target mass to psi), so the compressed minimiser, scattered back,
     is the full one."""
-    from .otlp import draft_kind, optimal_subset as solve
+    from ..otlp import draft_kind, optimal_subset as solve
 
     kind = draft_kind(p, q, scheme)
     _begin()
@@ -755,6 +764,16 @@ def optimal_subset(p, q, n=None, *, scheme=None):
 
 def softmax(logits, temperature: float = 1.0):
     """:func:`multidraft.softmax` of a tensor: float64 on its device, the same rules and messages."""
+    probs, flags = softmax_deferred(logits, temperature)
+    if to_host(flags).any():
+        refuse_logits(logits)
+    return probs
+
+
+def softmax_deferred(logits, temperature: float = 1.0):
+    """(:func:`softmax` of a tensor, its refusal flag: a 0-d bool tensor on the device, set for the
+    logits :func:`refuse_logits` refuses) without reading the flag: a caller that reads the host
+    anyway reads it there (the generation loop: :class:`multidraft._device.loop.Checks`)."""
     check.temperature(temperature)
     torch = _torch()
     _begin()
@@ -765,16 +784,22 @@ def softmax(logits, temperature: float = 1.0):
     if x.dim() not in (1, 2) or x.shape[-1] == 0:
         raise ValueError(f"'logits' must be (V,) or (B, V) with V >= 1, got shape {tuple(x.shape)}")
     x = x.to(torch.float64)
-    refused = torch.isnan(x) | (x == torch.inf)
     top = x.amax(-1, keepdim=True)
-    empty = top == -torch.inf
-    flags = to_host(torch.stack([refused.any(), empty.any()]))
-    if flags[0]:
-        where = to_host(torch.nonzero(refused)[0])
-        index = tuple(int(i) for i in where)
-        raise ValueError(f"'logits' has {float(to_host(x[index]))} at index {index}: logits must be finite or -inf")
-    if flags[1]:
-        row = int(to_host(torch.nonzero(empty.reshape(-1))[0])[0])
-        raise ValueError(f"'logits' row {row} is all -inf: no token has a positive probability")
+    # NaN or +inf anywhere makes a row's maximum NaN or +inf; an all -inf row has maximum -inf
+    refused = ~torch.isfinite(top).all()
     probs = ((x - top) / float(temperature)).exp()  # every exponent <= 0, the sum >= 1
-    return probs / row_sums(probs).unsqueeze(-1)
+    return probs / row_sums(probs).unsqueeze(-1), refused
+
+
+def refuse_logits(logits) -> None:
+    """Raise the ValueError of :func:`softmax` for refused logits (NaN, +inf, a row all -inf)."""
+    torch = _torch()
+    x = logits.detach().to(torch.float64)
+    refused = torch.isnan(x) | (x == torch.inf)
+    where = torch.nonzero(refused)
+    if where.shape[0]:
+        index = tuple(int(i) for i in to_host(where[0]))
+        raise ValueError(f"'logits' has {float(to_host(x[index]))} at index {index}: logits must be finite or -inf")
+    empty = torch.nonzero((x.amax(-1) == -torch.inf).reshape(-1))
+    row = int(to_host(empty[0])[0])
+    raise ValueError(f"'logits' row {row} is all -inf: no token has a positive probability")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _device
-from . import _validation as check
+from .. import _device
+from .. import _validation as check
 
 #: The verifiers computed here; the others solve a compressed problem on the host.
 NAMES = ("sps", "naive", "topk")
@@ -54,11 +54,11 @@ def _top_ranked(q, at):
 
 
 def _checked(verifier, target, draft, d: np.ndarray):
-    """(q (B, V), the normalised float64 draft rows; the drafts on the device (B, n)) after the
+    """(p (B, V) and q (B, V), the normalised float64 rows; the drafts on the device (B, n)) after the
     call's one host read, which refuses bad laws and drafts the scheme cannot draw, with the core's
     messages, in the core's order."""
     torch = _torch()
-    q = draft.values[:, 0] / draft.scale[:, :1]
+    p, q = target.values / target.scale.unsqueeze(-1), draft.values[:, 0] / draft.scale[:, :1]
     at = _device.to_device(d, q.device)
     zero_at_draft = (q.gather(1, at) <= 0).any()
     not_top = ~_top_ranked(q, at).all() if verifier.scheme_kind == "topk" else torch.zeros((), dtype=torch.bool,
@@ -72,48 +72,56 @@ def _checked(verifier, target, draft, d: np.ndarray):
         raise ValueError(_UNDRAWABLE.format("q = 0 at a draft"))
     if flags[3]:
         raise ValueError(_UNDRAWABLE.format(_NOT_TOP))
-    return q, at
+    return p, q, at
 
 
-def _speculative_terms(target, q, at):
-    """``"sps"``: (a (B,), the residual's weights (B, V), their row sums (B,)) for the drafts at[:, 0]."""
+def _speculative_terms(p, q, at):
+    """``"sps"``: (a (B,), the residual's weights (B, V)) for the drafts at[:, 0] of the rows p, q."""
     torch = _torch()
-    p = target.values / target.scale.unsqueeze(-1)
     p_d, q_d = p.gather(1, at[:, :1])[:, 0], q.gather(1, at[:, :1])[:, 0]
     residual = (p - q).clamp(min=0.0)
-    mass = _device.row_sums(residual)
-    has_residual = (mass > 0).unsqueeze(-1)
-    weights = torch.where(has_residual, residual, p)
-    return (p_d / q_d).clamp(max=1.0), weights, torch.where(has_residual[:, 0], mass, _device.row_sums(p))
+    # p where the residual vanishes (p == q up to rounding): the core's guard against 0/0
+    weights = torch.where((residual > 0).any(-1, keepdim=True), residual, p)
+    return (p_d / q_d).clamp(max=1.0), weights
 
 
 def transport(verifier, target, draft, d: np.ndarray, batched: bool):
     """The law: ``"sps"`` a delta_d + (1 - a) weights / their sum; naive rejection p. (V,) or (B, V)
     float64 on the device."""
-    q, at = _checked(verifier, target, draft, d)
+    p, q, at = _checked(verifier, target, draft, d)
     if verifier.name == "sps":
-        accept, weights, mass = _speculative_terms(target, q, at)
-        law = ((1.0 - accept) / mass).unsqueeze(-1) * weights
+        accept, weights = _speculative_terms(p, q, at)
+        law = ((1.0 - accept) / _device.row_sums(weights)).unsqueeze(-1) * weights
         law.scatter_add_(1, at[:, :1], accept[:, None])
     else:
-        law = target.rows()
+        law = p
     return law if batched else law[0]
 
 
-def verify(verifier, target, draft, d: np.ndarray, batched: bool, rng):
-    """(token int64, accepted bool), 0-d or (B,), on the device, from the row's
-    :func:`_device.row_uniforms` (u1, u2). ``"sps"``: accepted iff u1 < a, else the inverse CDF of the
-    residual's weights at u2. Naive rejection: the inverse CDF of p at u1 (p as passed: the inverse
-    CDF scales by the row's total), accepted iff it is one of the drafts."""
+def uniforms_per_row(verifier) -> int:
+    """How many of :func:`_device.row_uniforms` a row's :func:`draw` takes."""
+    return 2 if verifier.name == "sps" else 1
+
+
+def draw(verifier, p, q, at, uniforms):
+    """(token (B,) int64, accepted (B,) bool) on the device for checked rows p, q (B, V) (any
+    positive scale: the draws scale by the row's total) and drafts ``at`` (B, n), from the rows'
+    :func:`_device.row_uniforms` (B, :func:`uniforms_per_row`). ``"sps"``: accepted iff u1 < a, else
+    the inverse CDF of the residual's weights at u2. Naive rejection: the inverse CDF of p at u1,
+    accepted iff it is one of the drafts."""
     torch = _torch()
-    q, at = _checked(verifier, target, draft, d)
-    count = 2 if verifier.name == "sps" else 1
-    uniforms = _device.to_device(_device.row_uniforms(check.row_seeds(rng, d.shape[0]), count), at.device)
     if verifier.name == "sps":
-        accept, weights, _ = _speculative_terms(target, q, at)
+        accept, weights = _speculative_terms(p, q, at)
         accepted = uniforms[:, 0] < accept
-        token = torch.where(accepted, at[:, 0], _device.inverse_cdf_at(weights, uniforms[:, 1:])[:, 0])
-    else:
-        token = _device.inverse_cdf_at(target.values, uniforms)[:, 0]
-        accepted = (token.unsqueeze(-1) == at).any(-1)
+        return torch.where(accepted, at[:, 0], _device.inverse_cdf_at(weights, uniforms[:, 1:])[:, 0]), accepted
+    token = _device.inverse_cdf_at(p, uniforms)[:, 0]
+    return token, (token.unsqueeze(-1) == at).any(-1)
+
+
+def verify(verifier, target, draft, d: np.ndarray, batched: bool, rng):
+    """(token int64, accepted bool), 0-d or (B,), on the device: :func:`draw` after the checks."""
+    p, q, at = _checked(verifier, target, draft, d)
+    seeds = check.row_seeds(rng, d.shape[0])
+    uniforms = _device.to_device(_device.row_uniforms(seeds, uniforms_per_row(verifier)), at.device)
+    token, accepted = draw(verifier, p, q, at, uniforms)
     return (token, accepted) if batched else (token[0], accepted[0])

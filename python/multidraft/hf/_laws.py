@@ -15,6 +15,7 @@ from typing import Callable, List, Optional, Sequence
 import numpy as np
 import torch
 
+from .. import _device
 from .. import _validation as check
 from .._device import row_sums
 from ..logits import softmax
@@ -37,23 +38,43 @@ def warp_probabilities(logits, temperature: float = 1.0, top_k: Optional[int] = 
     return _warp(torch.from_numpy(np.array(logits, dtype=np.float64)), temperature, top_k, top_p).numpy()
 
 
-def _warp(logits: torch.Tensor, temperature: float, top_k: Optional[int], top_p: Optional[float]) -> torch.Tensor:
-    """:func:`warp_probabilities` of a tensor, with checked options: a float64 tensor on its device."""
+def _nan_logits() -> None:
+    raise ValueError("'logits' contains NaN")
+
+
+def _warp(logits: torch.Tensor, temperature: float, top_k: Optional[int], top_p: Optional[float],
+          checks=None) -> torch.Tensor:
+    """:func:`warp_probabilities` of a tensor, with checked options: a float64 tensor on its device.
+    With ``checks`` (a :class:`multidraft._device.loop.Checks`), the refusals are read with the
+    caller's next host read instead of now."""
     x = logits.to(torch.float64)
     if x.dim() == 0 or x.shape[-1] == 0:
         raise ValueError(f"'logits' must have a non-empty last (vocabulary) axis, got shape {tuple(x.shape)}")
-    if bool(torch.isnan(x).any()):
-        raise ValueError("'logits' contains NaN")
+    if checks is None:
+        if bool(torch.isnan(x).any()):
+            _nan_logits()
+    else:
+        checks.add(torch.isnan(x).any(), _nan_logits)
     if temperature == 0.0:
         return one_hot_argmax(x)
     if top_k is not None:  # ties at the k-th value as transformers sees them: after the temperature
         x = torch.where(top_k_mask(x / temperature, top_k), x, -torch.inf)
-    probs = softmax(x.reshape(-1, x.shape[-1]), temperature).reshape(x.shape)
+    probs = _softmax(x.reshape(-1, x.shape[-1]), temperature, checks).reshape(x.shape)
     if top_p is not None and top_p < 1.0:
         sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)  # ties: lowest id first
         mass_before = sorted_probs.cumsum(-1) - sorted_probs
         keep = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, mass_before < top_p)
         probs = normalised(torch.where(keep, probs, 0.0))
+    return probs
+
+
+def _softmax(x: torch.Tensor, temperature: float, checks) -> torch.Tensor:
+    """:func:`multidraft.softmax` of (N, V) logits; on a device with ``checks``, its refusal is read
+    with the caller's next host read."""
+    if checks is None or not _device.on_device(x):
+        return softmax(x, temperature)
+    probs, refused = _device.softmax_deferred(x, temperature)
+    checks.add(refused, lambda: _device.refuse_logits(x))
     return probs
 
 
@@ -123,8 +144,8 @@ def sampling_options(temperature, top_k, top_p):
 
 
 class Law:
-    """``law(logits (N, V) tensor, prefixes, owners) -> (N, V) float64 tensor`` on the logits'
-    device. ``prefixes``: N lists of token ids (the full row as transformers sees it, left padding
+    """``law(logits (N, V) tensor, prefixes, owners, checks=None) -> (N, V) float64 tensor`` on the
+    logits' device (``checks``: see :func:`_warp`). ``prefixes``: N lists of token ids (the full row as transformers sees it, left padding
     included), built only when ``uses_prefixes`` (processors read them; temperature/top-k/top-p do not); ``owners``: the
     batch row of each of the N positions (processors may keep per-row state)."""
 
@@ -132,13 +153,14 @@ class Law:
         self.function, self.uses_prefixes = function, uses_prefixes
 
     def __call__(self, logits: torch.Tensor, prefixes: Optional[Sequence[List[int]]],
-                 owners: Sequence[int]) -> torch.Tensor:
-        return self.function(logits, prefixes, owners)
+                 owners: Sequence[int], checks=None) -> torch.Tensor:
+        return self.function(logits, prefixes, owners, checks)
 
 
 def warp_law(temperature: float, top_k: Optional[int], top_p: Optional[float]) -> Law:
     """The law of :func:`warp_probabilities` with options already checked (:func:`sampling_options`)."""
-    return Law(lambda logits, *_: _warp(logits, temperature, top_k, top_p), uses_prefixes=False)
+    return Law(lambda logits, _prefixes, _owners, checks: _warp(logits, temperature, top_k, top_p, checks),
+               uses_prefixes=False)
 
 
 #: Processors whose output row depends on that row's ids and scores only: any batch will do.
@@ -166,7 +188,7 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
     row_wise = all(_row_wise(p) for p in processors)
     apply = _applier(processors)
 
-    def law(logits: torch.Tensor, prefixes, owners) -> torch.Tensor:
+    def law(logits: torch.Tensor, prefixes, owners, checks) -> torch.Tensor:
         scores = logits.detach().to(torch.float32).clone()
         for group in _calls(prefixes or (), owners, row_wise):  # no prefixes: no processor to run
             ids = torch.tensor([prefixes[i] for i in group], dtype=torch.long, device=scores.device)
@@ -178,7 +200,7 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
             where = torch.tensor([owners[i] for i in group], device=scores.device)
             batch_ids[where], batch_scores[where] = ids, scores[index]
             scores[index] = apply(batch_ids, batch_scores)[where]
-        return one_hot_argmax(scores) if greedy else softmax(scores)
+        return one_hot_argmax(scores) if greedy else _softmax(scores, 1.0, checks)
 
     return Law(law, uses_prefixes=len(processors) > 0)
 

@@ -8,7 +8,8 @@ from typing import List, Optional, Tuple
 import torch
 
 from .._device import host_bytes_read
-from ._draft import draft_round
+from .._device.loop import Checks
+from ._draft import draft_round, support_bound
 from ._score import score_round
 from ._setup import Setup, row_generators
 from ._stats import GenerationStats
@@ -28,6 +29,7 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
     new: List[List[int]] = [[] for _ in range(B)]
     done = [False] * B
     caches: Optional[Tuple[TreeCache, TreeCache]] = None
+    checks = Checks()  # the refusals of the laws the loop computes, read with its next host read
     with torch.inference_mode():
         while not all(done):
             if caches is None:  # both models read every committed token not in their cache
@@ -39,12 +41,13 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
             read_before = host_bytes_read()
             start = time.perf_counter()
             trees = draft_round(s, shape, caches[0], pending[0], active, rows, [generators[b] for b in active], V,
-                                limits)
+                                limits, checks)
             middle = time.perf_counter()
-            p = score_round(s, caches[1], pending[1], active, rows, trees, V)
+            p = score_round(s, caches[1], pending[1], active, rows, trees, V, checks)
             end = time.perf_counter()
             kept = [[[] for _ in range(B)] for _ in caches]
-            verified = verify_rows(trees, p.batch, [generators[b] for b in active], stats)
+            verified = verify_rows(trees, p.batch, [generators[b] for b in active], stats,
+                                   support_bound(s.draft_top_k), checks)
             for r, b in enumerate(active):
                 tree = trees[r]
                 tokens, path = verified[r]

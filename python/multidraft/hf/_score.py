@@ -13,7 +13,8 @@ from ._slots import ancestor_tables, node_slots, pending_slots
 from ._tree import TreeCache
 
 
-def score_round(s: Setup, cache: TreeCache, pending, active, rows, trees: List[RoundTree], V: int) -> "TargetLaws":
+def score_round(s: Setup, cache: TreeCache, pending, active, rows, trees: List[RoundTree], V: int,
+                checks) -> "TargetLaws":
     """Target logits at the root and at every draft node, in ONE forward pass; their laws on demand."""
     B = len(pending)
     chunk = pending_slots(pending, cache, s.pad_token_id)
@@ -24,7 +25,7 @@ def score_round(s: Setup, cache: TreeCache, pending, active, rows, trees: List[R
     logits = cache.forward(*chunk.then(slots), ancestors, keep=width + 1)[active]
     if logits.shape[-1] != V:
         raise ValueError(f"the target returned {logits.shape[-1]} logits, its LM head has {V} rows")
-    return TargetLaws(s.law, logits, rows, active, trees)
+    return TargetLaws(s.law, logits, rows, active, trees, checks)
 
 
 class TargetLaws:
@@ -33,8 +34,9 @@ class TargetLaws:
     so the laws after it (most of the tree) are never computed; each law is the one plain sampling
     would draw from at that prefix."""
 
-    def __init__(self, law: Law, logits: torch.Tensor, rows, active, trees: List[RoundTree]):
+    def __init__(self, law: Law, logits: torch.Tensor, rows, active, trees: List[RoundTree], checks):
         self.law, self.logits, self.rows, self.active, self.trees = law, logits, rows, active, trees
+        self.checks = checks  # the laws' refusals, read with the loop's next host read
 
     def __call__(self, r: int, node: int) -> torch.Tensor:
         return self.batch([(r, node)])[0]
@@ -47,4 +49,4 @@ class TargetLaws:
         # kept logits: the last pending slot (the root), then node i at slot i
         prefixes = [self.rows[b] + self.trees[r].path(node) for b, r, node in zip(batch, rows, nodes)] \
             if self.law.uses_prefixes else None
-        return self.law(self.logits[rows, nodes], prefixes, batch)
+        return self.law(self.logits[rows, nodes], prefixes, batch, self.checks)
