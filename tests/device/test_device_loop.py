@@ -200,3 +200,27 @@ def test_a_round_reads_the_host_once_per_drafted_depth_and_once_to_verify(option
     assert count.passes(target) == rounds
     assert count.reads <= (depth + 1) * rounds + 1  # + 1: the call's own set-up
     assert count.ops <= ops * rounds
+
+
+@pytest.mark.parametrize("name, n, ops", [("sps", 1, 20), ("global_resolution", 4, 31), ("otlp", 2, 31)])
+def test_the_loops_verify_call_launches_few_kernels_and_reads_once(name, n, ops):
+    """_device.loop.verify_all, the loop's verification of one group of rows on a device: at most 40
+    kernel-launching operators and ONE host read (results included) at V = 32000 with a top-32 draft,
+    the law of each row the public verify's (checked through the loop's law tests above)."""
+    from multidraft._device.loop import Checks, verify_all
+    from multidraft.bench.launches import Launches
+
+    B, V = 8, 32000
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    p, q = (torch.softmax(torch.randn(B, V, generator=generator, dtype=torch.float64, device="cpu") * 3, -1)
+            .to(torch.get_default_device()) for _ in range(2))
+    q = torch.where(q >= q.topk(32).values[:, -1:], q, 0.0)
+    q = q / q.sum(-1, keepdim=True)
+    v = md.verifier(name)
+    drafts = np.stack([np.asarray(v.draft(q[b].cpu().numpy(), n, b)) for b in range(B)])
+    seeds = np.arange(B, dtype=np.uint64)
+    with Launches() as count:
+        (tokens, accepted), = verify_all([(v, p, q, drafts, seeds)], None, seeds[:0], 32, Checks())[0]
+    assert count.ops <= ops <= 40 and count.reads == 1
+    assert tokens.shape == accepted.shape == (B,)
+    assert all(t in d for t, d, a in zip(tokens, drafts, accepted) if a)
