@@ -135,7 +135,7 @@ def format_tree_rows(rows: List[dict]) -> str:
 
 
 def summary(rows: List[dict]) -> str:
-    """The issue's comparisons: best tree vs one chain at depth 4 (tokens per pass), auto vs the
+    """The comparisons the tree benchmark reports: best tree vs one chain at depth 4 (tokens per pass), auto vs the
     best chain (wall time) and vs ``target.generate``."""
     chain4 = [r for r in rows if r["kind"] == "chain" and r["depth"] == 4 and r["nodes"] == 4]
     trees4 = [r for r in rows if r["kind"] in ("tree", "topk tree") and r["depth"] == 4]
