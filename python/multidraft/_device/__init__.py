@@ -620,6 +620,19 @@ def transport(verifier, p, q, drafts):
     return laws_full if batched else laws_full[0]
 
 
+def verified_on_host(verifier, compressed: Compressed, d: np.ndarray, seeds: np.ndarray):
+    """The host's side of a verify call on compressed rows: (token ids (B,), accepted (B,), whether
+    the token is the outside one (B,), whose id the caller draws on the device: Section 6)."""
+    B = d.shape[0]
+    tokens, accepted, outside = np.zeros(B, np.int64), np.zeros(B, bool), np.zeros(B, bool)
+    for rows, k, solver, p_c, q_c in _groups(verifier, compressed, verifier.scheme_kind == "independent"):
+        token, hit = solver.verify(p_c, q_c, compressed.drafts(d, rows, k), seeds[rows])
+        outside[rows] = token == k
+        tokens[rows] = compressed.host_ids[rows, np.minimum(token, k - 1)]
+        accepted[rows] = hit
+    return tokens, accepted, outside
+
+
 def verify(verifier, p, q, drafts, rng=None):
     """:meth:`Verifier.verify` of tensors: (token int64, accepted bool), 0-d or (B,), on their device."""
     from . import closed_form
@@ -627,15 +640,8 @@ def verify(verifier, p, q, drafts, rng=None):
     if verifier.name in closed_form.NAMES:
         return closed_form.verify(verifier, *call_laws(verifier, p, q, drafts), rng)
     compressed, d, batched = _inputs(verifier, p, q, drafts)
-    independent = verifier.scheme_kind == "independent"
-    B = d.shape[0]
-    seeds = check.row_seeds(rng, B)
-    tokens, accepted, outside = np.zeros(B, np.int64), np.zeros(B, bool), np.zeros(B, bool)
-    for rows, k, solver, p_c, q_c in _groups(verifier, compressed, independent):
-        token, hit = solver.verify(p_c, q_c, compressed.drafts(d, rows, k), seeds[rows])
-        outside[rows] = token == k
-        tokens[rows] = compressed.host_ids[rows, np.minimum(token, k - 1)]
-        accepted[rows] = hit
+    seeds = check.row_seeds(rng, d.shape[0])
+    tokens, accepted, outside = verified_on_host(verifier, compressed, d, seeds)
     device = compressed.ids.device
     token = to_device(tokens, device)
     if outside.any():
@@ -682,9 +688,13 @@ def _draft_law(verifier, q, device) -> Law:
 
 def _draws(verifier, draft: Law, n: int, rngs: Sequence) -> np.ndarray:
     """(B, n) int64 token ids on the host: row b drawn as ``verifier.draft`` draws it from its
-    compressed law with ``rngs[b]`` (one compression and one host read for all rows; the outside
-    token has draft mass 0, so it is never drawn)."""
-    compressed = Compressed(None, draft)
+    compressed law with ``rngs[b]`` (one compression and one host read for all rows)."""
+    return drawn_on_host(verifier, Compressed(None, draft), n, rngs)
+
+
+def drawn_on_host(verifier, compressed: Compressed, n: int, rngs: Sequence) -> np.ndarray:
+    """(B, n) int64 token ids: row b drawn by ``verifier.draft`` from its compressed law with
+    ``rngs[b]`` (the outside token has draft mass 0, so it is never drawn)."""
     out = np.empty((len(rngs), n), dtype=np.int64)
     for rows, k in compressed.groups():
         _, q_c = compressed.problem(rows, k, verifier.scheme_kind == "independent")

@@ -23,8 +23,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import (Compressed, closed_form, draft_rows as checked_draft_rows, inverse_cdf_at, kept_outside, on_device,
-               row_sums, row_uniforms, sample_rows, to_device, to_host, verify as checked_verify)
+from . import (Compressed, closed_form, draft_rows as checked_draft_rows, drawn_on_host, inverse_cdf_at, kept_outside,
+               on_device, row_sums, row_uniforms, sample_rows, to_device, to_host, verified_on_host,
+               verify as checked_verify)
 
 
 def _torch():
@@ -83,13 +84,24 @@ def _beyond(values: np.ndarray, support: int) -> bool:
     return values.shape[1] > support and bool((values[:, support] > 0).any())
 
 
-def _compressed_rows(ids: np.ndarray, q: np.ndarray, *columns: np.ndarray):
-    """Per row, (the support's ids ascending, q there, each of ``columns`` there): the layout of
-    :class:`Compressed`, from the top tokens ``ids`` (N, m) and their ``q`` and ``columns`` (N, m)."""
-    for row, (row_ids, row_q) in enumerate(zip(ids.astype(np.int64), q)):
+def _compressed(ids: np.ndarray, values: np.ndarray, support: int, V: int, p_kept=None, p_out=None) -> Compressed:
+    """The host side of :class:`Compressed` from the top tokens of :func:`_top` (ids and q (N, m)),
+    and for a verify call p at them (N, m - 1 or more) and the outside mass (N,): each row's support
+    ids ascending, its q (then the outside token's 0) and p (then the outside mass)."""
+    rows = []
+    for row, (row_ids, row_q) in enumerate(zip(ids[:, :support].astype(np.int64), values[:, :support])):
         kept = np.flatnonzero(row_q > 0)
-        kept = kept[np.argsort(row_ids[kept], kind="stable")]
-        yield (row_ids[kept], row_q[kept], *(c[row, kept] for c in columns))
+        rows.append((row, kept[np.argsort(row_ids[kept], kind="stable")]))
+    count = np.array([len(kept) for _, kept in rows])
+    K = int(count.max())
+    host_ids, q_c = np.zeros((len(rows), K), np.int64), np.zeros((len(rows), 1, K + 1))
+    p_c = None if p_kept is None else np.zeros((len(rows), K + 1))
+    for row, kept in rows:
+        k = len(kept)
+        host_ids[row, :k], q_c[row, 0, :k] = ids[row, kept], values[row, kept]
+        if p_c is not None:
+            p_c[row, :k], p_c[row, k] = p_kept[row, kept], p_out[row]
+    return Compressed.on_host(count, host_ids, p_c, q_c, V)
 
 
 def draft_all(calls: Sequence[Tuple[object, object, int, Sequence[int]]], support: Optional[int],
@@ -109,11 +121,8 @@ def draft_all(calls: Sequence[Tuple[object, object, int, Sequence[int]]], suppor
         if not b or _beyond(values, support):
             out.append(checked_draft_rows(verifier, q, n, seeds))
             continue
-        drafts = np.empty((len(seeds), n), dtype=np.int64)
-        for row, (row_ids, row_q) in enumerate(_compressed_rows(ids[:, :support], values[:, :support])):
-            law = np.append(row_q, 0.0)  # the outside token of Compressed: draft mass 0, never drawn
-            drafts[row] = row_ids[verifier.draft(law, n, int(seeds[row]))]
-        out.append(drafts)
+        out.append(drawn_on_host(verifier, _compressed(ids, values, support, q.shape[-1]), n,
+                                 [int(seed) for seed in seeds]))
     return out
 
 
@@ -150,24 +159,9 @@ class _Staged:
             token, accepted = checked_verify(self.verifier, self.p, self.q, self.drafts, self.seeds)
             return to_host(token), to_host(accepted)
         ids, values, p_kept, p_out, outside = arrays
-        G = len(self.seeds)
-        rows = list(_compressed_rows(ids, values[:, :self.support], p_kept))
-        count = np.array([len(row_ids) for row_ids, _, _ in rows])
-        K = int(count.max())
-        host_ids, p_c, q_c = np.zeros((G, K), np.int64), np.zeros((G, K + 1)), np.zeros((G, 1, K + 1))
-        for g, (row_ids, row_q, row_p) in enumerate(rows):
-            k = count[g]
-            host_ids[g, :k], q_c[g, 0, :k], p_c[g, :k], p_c[g, k] = row_ids, row_q, row_p, p_out[g]
-        problem = Compressed.on_host(count, host_ids, p_c, q_c, self.p.shape[-1])
-        tokens, accepted = np.zeros(G, np.int64), np.zeros(G, bool)
-        for rows, k in problem.groups():
-            p_g, q_g = problem.problem(rows, k, independent=False)
-            token, hit = self.verifier.verify(p_g, q_g, problem.drafts(self.drafts, rows, k), self.seeds[rows])
-            token = np.asarray(token)
-            tokens[rows] = np.where(token == k, outside[rows].astype(np.int64),
-                                    host_ids[rows, np.minimum(token, k - 1)])
-            accepted[rows] = hit
-        return tokens, accepted
+        problem = _compressed(ids, values, self.support, self.p.shape[-1], p_kept, p_out)
+        tokens, accepted, drawn_outside = verified_on_host(self.verifier, problem, self.drafts, self.seeds)
+        return np.where(drawn_outside, outside.astype(np.int64), tokens), accepted
 
 
 def verify_all(groups: Sequence[Tuple[object, object, object, np.ndarray, np.ndarray]], leaves, leaf_seeds: np.ndarray,
