@@ -224,3 +224,20 @@ def test_the_loops_verify_call_launches_few_kernels_and_reads_once(name, n, ops)
     assert count.ops <= ops <= 40 and count.reads == 1
     assert tokens.shape == accepted.shape == (B,)
     assert all(t in d for t, d, a in zip(tokens, drafts, accepted) if a)
+
+
+def test_refused_logits_inside_the_loop_raise_at_the_next_read(pairs):
+    """The loop's laws are checked with its next host read (_device.loop.Checks), not one read each:
+    NaN scores from a processor still end the call with md.softmax's ValueError."""
+    from transformers import LogitsProcessor
+
+    class Poison(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            return torch.full_like(scores, float("nan"))
+
+    target, draft = pairs["llama"]
+    ids = torch.tensor([PROMPT])
+    with pytest.raises(ValueError, match="'logits' has nan at index"):
+        target.generate(ids, attention_mask=torch.ones_like(ids), custom_generate=hf.decode, draft_model=draft,
+                        num_drafts=2, draft_length=2, verifier="otlp", seed=0, do_sample=True, max_new_tokens=4,
+                        pad_token_id=0, logits_processor=LogitsProcessorList([Poison()]))
