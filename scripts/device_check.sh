@@ -5,7 +5,7 @@
 # --no-deps) and gpu-pair/ (the trained pair of scripts/train_pair.py in bfloat16, with its tokenizer,
 # and next_token_pairs-128.npz, the first 128 held-out contexts of its dataset for the tree search;
 # docs/benchmarks/gpu.md says how both were made). It builds the core for this machine, then runs the
-# STEPS asked for:
+# STEPS asked for (VOCABS: the vocabulary sizes of the verify step, default 32000,128000):
 #   tests       the device tests on CUDA (the generation loop on the device included)
 #   generation  chains against target.generate and assisted generation (python -m multidraft.bench
 #               --generation --device cuda)
@@ -15,10 +15,13 @@
 #               (scripts/device_check.py)
 #   rdk         RDK's per-token calls on CUDA tensors (python -m multidraft.bench --rdk --tensors cuda)
 #   inflated    the generation step with the trained target inflated to Llama 3 8B's shape, built on the
-#               GPU itself (--inflate 8b: the same logits, an 8B-sized pass; docs/design/inflated-target.md)
+#               GPU itself (--inflate 8b: the same logits, an 8B-sized pass; docs/design/inflated-target.md),
+#               with the kernel-launching ops and host reads per round counted on the device (--counts)
+#   inflated-trees  the token-tree grid with that inflated target
 # Their time limits sum to more than one 600-second command: run STEPS="tests generation trees" in one,
-# then "threads verify rdk inflated". Each step writes its output to $OUT (default build/device-check)
-# as it runs, so a command cut at its limit still returns the steps before. DEVICE=cpu makes the same
+# then "threads verify rdk inflated inflated-trees"; with time for one command only, STEPS="tests verify
+# inflated inflated-trees threads" VOCABS=32000 (steps run in this script's order, whatever STEPS's order).
+# Each step writes its output to $OUT (default build/device-check) as it runs, so a command cut at its limit still returns the steps before. DEVICE=cpu makes the same
 # run on the CPU (a dry run of the script where no GPU is: every step but the timings means the same).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +29,7 @@ OUT=${OUT:-build/device-check}
 PY=${PY:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-tests generation trees threads verify rdk inflated}  # the parts to run after the build
+STEPS=${STEPS:-tests generation trees verify rdk inflated inflated-trees threads}  # the parts to run after the build
 DEVICE=${DEVICE:-cuda}
 step() { echo "== $* ($(date +%T))" | tee -a "$OUT/steps.txt"; }
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -54,17 +57,21 @@ wanted generation && step "generation" && timeout 200 "${BENCH[@]}" --generation
 wanted trees && step "token trees" && timeout 240 "${BENCH[@]}" --generation --pair gpu-pair --draft draft --device "$DEVICE" \
     --dtype bfloat16 --trees --no-chains --dataset gpu-pair/next_token_pairs-128.npz --depths 4,5 --budgets 4,8,16,32 \
     --new-tokens 64 --repeats 3 2>&1 | grep -v "Loading weights" | tee "$OUT/trees.md"
-# two threads against one on 64 rows of V = 32000 on this host's CPU, whose memory serves several cores
-# (docs/benchmarks/first-call.md: the development VM's does not)
-wanted threads && step "two threads on 64 rows" && timeout 150 $PY -c "from multidraft.bench.baselines import run_thread_scaling, thread_table
-from multidraft.bench.distributions import DEFAULT_SEED
-print(thread_table(run_thread_scaling(['peaked', 'flat'], 32000, DEFAULT_SEED, threads=2)))" | tee "$OUT/threads.md"
-wanted verify && step "verification: device path against host path" && timeout 200 $PY scripts/device_check.py --device "$DEVICE" --out "$OUT/verify.json" | tee "$OUT/verify.md"
+wanted verify && step "verification: device path against host path" && timeout 200 $PY scripts/device_check.py --device "$DEVICE" --vocab "${VOCABS:-32000,128000}" --out "$OUT/verify.json" | tee "$OUT/verify.md"
 # RDK's per-token calls on float32 CUDA tensors beside NumPy's, at V = 32000 (docs/benchmarks/rdk.md)
 wanted rdk && step "rdk on tensors" && timeout 120 "${BENCH[@]}" --rdk --quick --tensors "$DEVICE" --out "$OUT" 2>&1 | tail -12 | tee "$OUT/rdk.md"
 # the 8B shape in bfloat16 fills 12 GB of the GPU; a CPU dry run inflates to the moderate preset instead
 INFLATE=$([[ $DEVICE == cuda ]] && echo 8b || echo moderate)
 wanted inflated && step "generation, target inflated to $INFLATE" && timeout 240 "${BENCH[@]}" --generation --pair gpu-pair \
     --draft draft --device "$DEVICE" --dtype bfloat16 --inflate "$INFLATE" --configs sps:1,global_resolution:2,otlp:2 \
-    --draft-length 4 --new-tokens 64 --repeats 3 --draft-top-k 16 2>&1 | grep -v "Loading weights" | tee "$OUT/inflated.md"
+    --draft-length 4 --new-tokens 64 --repeats 3 --draft-top-k 16 --counts 2>&1 | grep -v "Loading weights" | tee "$OUT/inflated.md"
+wanted inflated-trees && step "token trees, target inflated to $INFLATE" && timeout 200 "${BENCH[@]}" --generation \
+    --pair gpu-pair --draft draft --device "$DEVICE" --dtype bfloat16 --inflate "$INFLATE" --trees --no-chains \
+    --dataset gpu-pair/next_token_pairs-128.npz --depths 4,5 --budgets 8,16,32 --new-tokens 64 --repeats 3 2>&1 \
+    | grep -v "Loading weights" | tee "$OUT/inflated-trees.md"
+# two threads against one on 64 rows of V = 32000 on this host's CPU, whose memory serves several cores
+# (docs/benchmarks/first-call.md: the development VM's does not)
+wanted threads && step "two threads on 64 rows" && timeout 150 $PY -c "from multidraft.bench.baselines import run_thread_scaling, thread_table
+from multidraft.bench.distributions import DEFAULT_SEED
+print(thread_table(run_thread_scaling(['peaked', 'flat'], 32000, DEFAULT_SEED, threads=2)))" | tee "$OUT/threads.md"
 step done
