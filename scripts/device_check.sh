@@ -5,7 +5,8 @@
 # --no-deps) and gpu-pair/ (the trained pair of scripts/train_pair.py in bfloat16, with its tokenizer,
 # and next_token_pairs-128.npz, the first 128 held-out contexts of its dataset for the tree search;
 # docs/benchmarks/gpu.md says how both were made). It builds the core for this machine, then runs the
-# STEPS asked for (VOCABS: the vocabulary sizes of the verify step, default 32000,128000):
+# STEPS asked for (VOCABS: the vocabulary sizes of the verify step, default 32000,128000; DEPTHS, BUDGETS,
+# REPEATS: the inflated-trees step's grid, default 4,5 / 8,16,32 / 3):
 #   tests       the device tests on CUDA (the generation loop on the device included)
 #   generation  chains against target.generate and assisted generation (python -m multidraft.bench
 #               --generation --device cuda)
@@ -45,7 +46,7 @@ PYTHONPATH=/tmp/site cmake -S . -B build/gpu -DMULTIDRAFT_NATIVE=ON -DPython_EXE
 mkdir -p python/multidraft/_isa/native && cp build/gpu/native/_core*.so python/multidraft/_isa/native/
 export PYTHONPATH=python:/tmp/site
 
-wanted tests && step "device tests on $DEVICE" && MULTIDRAFT_TEST_DEVICE=$DEVICE timeout 300 $PY -m pytest -q -p no:cacheprovider tests/device 2>&1 | tail -25 | tee "$OUT/tests.txt"
+wanted tests && step "device tests on $DEVICE" && MULTIDRAFT_TEST_DEVICE=$DEVICE timeout 300 $PY -m pytest -q -p no:cacheprovider tests/device > "$OUT/tests.log" 2>&1; tail -25 "$OUT/tests.log"
 # torch first: a torch built with pybind11 3.0 (torch 2.11) crashes when imported after a module of pybind11
 # 3.1 (docs/benchmarks/gpu.md, "Import order")
 BENCH=("$PY" -c "import torch, sys; from multidraft.bench.cli import main
@@ -67,7 +68,8 @@ wanted inflated && step "generation, target inflated to $INFLATE" && timeout 240
     --draft-length 4 --new-tokens 64 --repeats 3 --draft-top-k 16 --counts 2>&1 | grep -v "Loading weights" | tee "$OUT/inflated.md"
 wanted inflated-trees && step "token trees, target inflated to $INFLATE" && timeout 200 "${BENCH[@]}" --generation \
     --pair gpu-pair --draft draft --device "$DEVICE" --dtype bfloat16 --inflate "$INFLATE" --trees --no-chains \
-    --dataset gpu-pair/next_token_pairs-128.npz --depths 4,5 --budgets 8,16,32 --new-tokens 64 --repeats 3 2>&1 \
+    --dataset gpu-pair/next_token_pairs-128.npz --depths "${DEPTHS:-4,5}" --budgets "${BUDGETS:-8,16,32}" \
+    --new-tokens 64 --repeats "${REPEATS:-3}" 2>&1 \
     | grep -v "Loading weights" | tee "$OUT/inflated-trees.md"
 # two threads against one on 64 rows of V = 32000 on this host's CPU, whose memory serves several cores
 # (docs/benchmarks/first-call.md: the development VM's does not)

@@ -209,7 +209,7 @@ def test_every_tuple_is_refused_as_the_numpy_path_refuses_it(name, q):
                 v.transport(torch.tensor(p), torch.tensor(q), torch.tensor(d))
             continue
         assert torch.equal(v.transport(torch.tensor(p), torch.tensor(q), torch.tensor(d)).cpu(),
-                           torch.tensor(expected))
+                           torch.tensor(expected, device="cpu"))
         accepted += 1
     support = np.count_nonzero(q)
     assert accepted == (support ** 3 if name == "naive" else 1)

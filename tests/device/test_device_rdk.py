@@ -136,7 +136,7 @@ def test_proposals_equal_the_numpy_path(dtype):
     prior = torch.tensor(normalised([5, 0, 3, 1, 1, 0, 2]))
     for n_eff in (None, 0.5, 1e6):
         assert_same_law(rdk.taylor_proposal, q_prime, prior, n_eff)
-        assert_same_law(rdk.taylor_proposal, q_prime[0], prior.numpy(), n_eff)
+        assert_same_law(rdk.taylor_proposal, q_prime[0], prior.cpu().numpy(), n_eff)
 
 
 def test_a_row_is_the_same_alone_as_in_its_batch():

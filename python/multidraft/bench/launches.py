@@ -64,8 +64,20 @@ def _base_name(func) -> str:
     return func.name().split(".", 1)[0]
 
 
-def _launches_kernel(func) -> bool:
-    return not func.is_view and _base_name(func) not in _NO_KERNEL
+def _launches_kernel(func, args=(), kwargs=None) -> bool:
+    return not func.is_view and _base_name(func) not in _NO_KERNEL and not _transfer(func, args, kwargs or {})
+
+
+def _transfer(func, args, kwargs) -> bool:
+    """Whether the operator copies between the host and a device (``_to_copy`` to another device
+    type, ``copy_`` between two): on a CPU tensor the same call copies nothing and shows no operator,
+    so counting it would make a GPU's counts differ from the CPU's."""
+    name = _base_name(func)
+    if name == "aten::_to_copy" and kwargs.get("device") is not None and isinstance(args[0], torch.Tensor):
+        return torch.device(kwargs["device"]).type != args[0].device.type
+    if name == "aten::copy_" and all(isinstance(a, torch.Tensor) for a in args[:2]):
+        return args[0].device.type != args[1].device.type
+    return False
 
 
 def _syncs(func, args, kwargs) -> bool:
@@ -95,7 +107,7 @@ class _Counting(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         owner = self.owner
         if owner._inside == 0:
-            if _launches_kernel(func):
+            if _launches_kernel(func, args, kwargs):
                 owner.ops += 1
                 owner.by_op[func.name()] += 1
             if _syncs(func, args, kwargs or {}):

@@ -119,7 +119,7 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
     _check_generation_config(generation_config, model_kwargs)
     ids, prompts = read_prompts(input_ids, model_kwargs.get("attention_mask"))
     if seed is None:
-        seed = int(torch.randint(0, 2**62, ()))
+        seed = int(torch.randint(0, 2**62, (), device="cpu"))
     pad = generation_config._pad_token_tensor
     setup = Setup(target=model, draft=draft_model, ids=ids, prompts=prompts,
                   law=processor_law(logits_processor, not generation_config.do_sample, len(prompts)),

@@ -59,7 +59,7 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
                 new[b] += tokens
                 stats.new_tokens += len(tokens)
                 if s.streamer is not None and tokens:
-                    s.streamer.put(torch.tensor(tokens))
+                    s.streamer.put(torch.tensor(tokens, device="cpu"))
                 fed = [node for node in path if tree.groups[node] is not None]  # the draft model read these
                 kept[0][b], kept[1][b] = fed, path
                 pending[0][b] = [] if done[b] else tokens[len(fed):]
@@ -82,9 +82,9 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
     if s.streamer is not None:
         s.streamer.end()
     width = max(len(t) for t in new)
-    tail = torch.full((B, width), s.pad_token_id, dtype=torch.long)
+    tail = torch.full((B, width), s.pad_token_id, dtype=torch.long, device=s.ids.device)
     for b in range(B):
-        tail[b, : len(new[b])] = torch.tensor(new[b], dtype=torch.long)
+        tail[b, : len(new[b])] = torch.tensor(new[b], dtype=torch.long, device=s.ids.device)
     return torch.cat([s.ids, tail], dim=1), stats
 
 

@@ -122,6 +122,6 @@ def until_stop(stopping, row: List[int], tokens: List[int]) -> Tuple[List[int], 
     """(the round's tokens up to the first after which the stopping criteria end the row, whether
     they did): criteria are checked after every token, as transformers checks them."""
     for i in range(len(tokens)):
-        if stopping(torch.tensor([row + tokens[: i + 1]]), None)[0].tolist():  # a host tensor: no device read
+        if stopping(torch.tensor([row + tokens[: i + 1]], device="cpu"), None)[0].tolist():  # no device read
             return tokens[: i + 1], True
     return tokens, False

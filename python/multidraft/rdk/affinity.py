@@ -2,7 +2,6 @@
 RDK proposal p' = M^T q' (Algorithm 1)."""
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Tuple
 
@@ -73,7 +72,7 @@ class AffinityMatrix:
                                  f"within {check.SUM_TOLERANCE:g}; pass renormalise=True to rescale)")
         self.V = V
         self.indptr, self.indices, self.values = indptr, indices, values
-        self._transposed = _device.PerDevice(self._transpose)  # M^T as a torch sparse matrix per device
+        self._columns = _device.PerDevice(self._column_classes)  # M's columns by width class, per device
         self._rows = _device.PerDevice(self._csr_tensors)  # M's CSR arrays per device, for row draws
         self._widest = int(np.diff(indptr).max(initial=1))  # the longest row: the draws' padded width
         for array in (self.indptr, self.indices, self.values):
@@ -137,8 +136,8 @@ class AffinityMatrix:
         """Full RDK, Algorithm 1: p' = M^T q' over the whole target vocabulary, (V,) or (B, V).
 
         ``q_prime`` is the TLI output. Cost O(V + nnz of the rows where q' > 0). A torch tensor
-        gives a float64 tensor on its device, computed there (a sparse product with M^T, copied to
-        each device once).
+        gives a float64 tensor on its device, computed there, each row the same alone as in any batch
+        (:meth:`_column_classes`).
         """
         if _device.on_device(q_prime):
             return self._tensor_proposal(q_prime)
@@ -146,28 +145,42 @@ class AffinityMatrix:
         return _unbatch(_rdk.proposal(self.indptr, self.indices, self.values, rows), batched)
 
     def _tensor_proposal(self, q_prime):
-        """:meth:`proposal` of a tensor off the CPU, on its device."""
+        """:meth:`proposal` of a tensor off the CPU, on its device: p'[:, j] = sum_i M[i, j] q'[:, i],
+        each column's entries summed by :func:`multidraft._device.row_sums` (a pairwise tree of
+        elementwise additions), so a row gives the same numbers alone as in any batch. A sparse
+        product does not: on CUDA its kernel and its order of additions follow the number of rows."""
+        import torch
+
         device = _device.call_device(q_prime=q_prime)
         law = _device.Law(q_prime, "q_prime", device, (1, 2))
         _device.refuse_failed(law)
         self._check_width(law.raw.shape[-1])
-        out = (self._transposed.on(device) @ law.rows().T).T  # p'[j] = sum_i M[i, j] q'[i]
+        rows = law.rows()
+        out = torch.zeros_like(rows)
+        for columns, sources, values in self._columns.on(device):
+            out[:, columns] = _device.row_sums(rows[:, sources] * values)
         return out if law.raw.dim() == 2 else out[0]
 
-    def _transpose(self, device):
-        """M^T as a torch sparse CSR matrix on ``device`` (M's entries ordered by column). CSR, not
-        COO: its product with dense columns is the sparse libraries' own kernel
-        (docs/benchmarks/rdk.md, "On tensors")."""
-        import torch
-
-        rows = np.repeat(np.arange(self.V, dtype=np.int64), np.diff(self.indptr))
-        order = np.lexsort((rows, self.indices))  # by column of M, i.e. by row of M^T
-        starts = np.concatenate([[0], np.cumsum(np.bincount(self.indices, minlength=self.V))])
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            return torch.sparse_csr_tensor(torch.from_numpy(starts.astype(np.int64)), torch.from_numpy(rows[order]),
-                                           torch.from_numpy(self.values[order]), (self.V, self.V),
-                                           check_invariants=True).to(device)
+    def _column_classes(self, device):
+        """M's columns grouped by their count of stored entries rounded up to a power of two w, on
+        ``device``: per class (columns (n,) int64, their entries' rows (n, w) int64, values (n, w)
+        float64), padded with zero values. Padding to the class's width, not the widest column's,
+        keeps the gathered products within twice M's entries per row of q'."""
+        order = np.lexsort((np.repeat(np.arange(self.V), np.diff(self.indptr)), self.indices))  # by column, then row
+        rows = np.repeat(np.arange(self.V, dtype=np.int64), np.diff(self.indptr))[order]
+        values = self.values[order]
+        counts = np.bincount(self.indices, minlength=self.V)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        widths = 1 << np.ceil(np.log2(np.maximum(counts, 1))).astype(np.int64)
+        classes = []
+        for width in np.unique(widths[counts > 0]):
+            columns = np.flatnonzero((widths == width) & (counts > 0))
+            slot = np.arange(width)
+            inside = slot < counts[columns, None]
+            at = np.where(inside, starts[columns, None] + slot, 0)
+            classes.append(tuple(_device.to_device(np.ascontiguousarray(array), device) for array in
+                                 (columns, np.where(inside, rows[at], 0), np.where(inside, values[at], 0.0))))
+        return classes
 
     @_device.tensor_route()
     def sample(self, q_prime, n: int = 1, rng: check.RngLike = None) -> np.ndarray:
