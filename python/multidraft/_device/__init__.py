@@ -780,10 +780,12 @@ def softmax(logits, temperature: float = 1.0):
     return probs
 
 
-def softmax_deferred(logits, temperature: float = 1.0):
+def softmax_deferred(logits, temperature: float = 1.0, normalise: bool = True):
     """(:func:`softmax` of a tensor, its refusal flag: a 0-d bool tensor on the device, set for the
     logits :func:`refuse_logits` refuses) without reading the flag: a caller that reads the host
-    anyway reads it there (the generation loop: :class:`multidraft._device.loop.Checks`)."""
+    anyway reads it there (the generation loop: :class:`multidraft._device.loop.Checks`).
+    ``normalise=False`` leaves out the division by the row sums (each row's largest entry is 1): for
+    a caller that renormalises anyway (the loop's top-k cut of a draft law)."""
     check.temperature(temperature)
     torch = _torch()
     _begin()
@@ -797,8 +799,9 @@ def softmax_deferred(logits, temperature: float = 1.0):
     top = x.amax(-1, keepdim=True)
     # NaN or +inf anywhere makes a row's maximum NaN or +inf; an all -inf row has maximum -inf
     refused = ~torch.isfinite(top).all()
-    probs = ((x - top) / float(temperature)).exp()  # every exponent <= 0, the sum >= 1
-    return probs / row_sums(probs).unsqueeze(-1), refused
+    shifted = x - top if temperature == 1.0 else (x - top) / float(temperature)
+    probs = shifted.exp()  # every exponent <= 0, the sum >= 1
+    return (probs / row_sums(probs).unsqueeze(-1) if normalise else probs), refused
 
 
 def refuse_logits(logits) -> None:

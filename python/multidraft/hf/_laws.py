@@ -43,10 +43,11 @@ def _nan_logits() -> None:
 
 
 def _warp(logits: torch.Tensor, temperature: float, top_k: Optional[int], top_p: Optional[float],
-          checks=None) -> torch.Tensor:
+          checks=None, normalise: bool = True) -> torch.Tensor:
     """:func:`warp_probabilities` of a tensor, with checked options: a float64 tensor on its device.
     With ``checks`` (a :class:`multidraft._device.loop.Checks`), the refusals are read with the
-    caller's next host read instead of now."""
+    caller's next host read instead of now. ``normalise=False``: the law up to a factor per row
+    (:func:`_softmax`), for a caller that renormalises it anyway."""
     x = logits.to(torch.float64)
     if x.dim() == 0 or x.shape[-1] == 0:
         raise ValueError(f"'logits' must have a non-empty last (vocabulary) axis, got shape {tuple(x.shape)}")
@@ -59,8 +60,9 @@ def _warp(logits: torch.Tensor, temperature: float, top_k: Optional[int], top_p:
         return one_hot_argmax(x)
     if top_k is not None:  # ties at the k-th value as transformers sees them: after the temperature
         x = torch.where(top_k_mask(x / temperature, top_k), x, -torch.inf)
-    probs = _softmax(x.reshape(-1, x.shape[-1]), temperature, checks).reshape(x.shape)
-    if top_p is not None and top_p < 1.0:
+    nucleus = top_p is not None and top_p < 1.0  # its cut reads the normalised mass
+    probs = _softmax(x.reshape(-1, x.shape[-1]), temperature, checks, normalise or nucleus).reshape(x.shape)
+    if nucleus:
         sorted_probs, order = torch.sort(probs, dim=-1, descending=True, stable=True)  # ties: lowest id first
         mass_before = sorted_probs.cumsum(-1) - sorted_probs
         keep = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, mass_before < top_p)
@@ -68,12 +70,13 @@ def _warp(logits: torch.Tensor, temperature: float, top_k: Optional[int], top_p:
     return probs
 
 
-def _softmax(x: torch.Tensor, temperature: float, checks) -> torch.Tensor:
+def _softmax(x: torch.Tensor, temperature: float, checks, normalise: bool = True) -> torch.Tensor:
     """:func:`multidraft.softmax` of (N, V) logits; on a device with ``checks``, its refusal is read
-    with the caller's next host read."""
+    with the caller's next host read, and ``normalise=False`` leaves out the division by the row
+    sums (the law up to a factor per row, largest entry 1)."""
     if checks is None or not _device.on_device(x):
         return softmax(x, temperature)
-    probs, refused = _device.softmax_deferred(x, temperature)
+    probs, refused = _device.softmax_deferred(x, temperature, normalise)
     checks.add(refused, lambda: _device.refuse_logits(x))
     return probs
 
@@ -105,8 +108,10 @@ AUTO_DRAFT_TOKENS = 32
 def truncate_draft(q, k):
     """The draft law (N, V) restricted to its k most probable tokens ([GR] App. N), renormalised;
     ``k="auto"``: per row, the fewest most probable tokens whose mass reaches
-    :data:`AUTO_DRAFT_MASS`, at most :data:`AUTO_DRAFT_TOKENS` (ties at the cut kept); None: q.
-    A float64 NumPy array gives one, a tensor gives a float64 tensor on its device."""
+    :data:`AUTO_DRAFT_MASS`, at most :data:`AUTO_DRAFT_TOKENS`; None: q. Exactly that many tokens
+    are kept: ties at the cut go to the lower token ids, so the support is bounded (a model in
+    bfloat16 ties often) and the same on every device. A float64 NumPy array gives one, a tensor
+    gives a float64 tensor on its device."""
     if k is None:
         return q
     if not isinstance(q, torch.Tensor):
@@ -114,11 +119,22 @@ def truncate_draft(q, k):
     if k == "auto":
         k = min(AUTO_DRAFT_TOKENS, q.shape[-1])
         top = q.topk(k, dim=-1).values  # (N, k) descending
-        needed = (top.cumsum(-1) < AUTO_DRAFT_MASS * row_sums(q).unsqueeze(-1)).sum(-1).clamp(max=k - 1)
-        keep = q >= top.gather(-1, needed.unsqueeze(-1))
+        count = (top.cumsum(-1) < AUTO_DRAFT_MASS * row_sums(q).unsqueeze(-1)).sum(-1, keepdim=True).clamp(max=k - 1)
+        keep = _leading(q, top.gather(-1, count), count + 1)
+    elif k >= q.shape[-1]:
+        return normalised(q)
     else:
-        keep = top_k_mask(q, k)
+        keep = _leading(q, q.topk(k, dim=-1).values[..., -1:], k)
     return normalised(torch.where(keep, q, 0.0))
+
+
+def _leading(q: torch.Tensor, cut: torch.Tensor, count) -> torch.Tensor:
+    """True at exactly ``count`` (an int or (N, 1)) entries of each row of ``q`` (N, V): those above
+    ``cut`` (N, 1), the row's count-th largest value, then those equal to it, lowest index first
+    (an integer cumulative sum: the same order on any device and in any batch)."""
+    above = q > cut
+    tied = q == cut
+    return above | tied & (tied.cumsum(-1) <= count - above.sum(-1, keepdim=True))
 
 
 def draft_top_k_option(value):
@@ -144,8 +160,8 @@ def sampling_options(temperature, top_k, top_p):
 
 
 class Law:
-    """``law(logits (N, V) tensor, prefixes, owners, checks=None) -> (N, V) float64 tensor`` on the
-    logits' device (``checks``: see :func:`_warp`). ``prefixes``: N lists of token ids (the full row as transformers sees it, left padding
+    """``law(logits (N, V) tensor, prefixes, owners, checks=None, normalise=True) -> (N, V) float64
+    tensor`` on the logits' device (``checks``, ``normalise``: see :func:`_warp`). ``prefixes``: N lists of token ids (the full row as transformers sees it, left padding
     included), built only when ``uses_prefixes`` (processors read them; temperature/top-k/top-p do not); ``owners``: the
     batch row of each of the N positions (processors may keep per-row state)."""
 
@@ -153,13 +169,14 @@ class Law:
         self.function, self.uses_prefixes = function, uses_prefixes
 
     def __call__(self, logits: torch.Tensor, prefixes: Optional[Sequence[List[int]]],
-                 owners: Sequence[int], checks=None) -> torch.Tensor:
-        return self.function(logits, prefixes, owners, checks)
+                 owners: Sequence[int], checks=None, normalise: bool = True) -> torch.Tensor:
+        return self.function(logits, prefixes, owners, checks, normalise)
 
 
 def warp_law(temperature: float, top_k: Optional[int], top_p: Optional[float]) -> Law:
     """The law of :func:`warp_probabilities` with options already checked (:func:`sampling_options`)."""
-    return Law(lambda logits, _prefixes, _owners, checks: _warp(logits, temperature, top_k, top_p, checks),
+    return Law(lambda logits, _prefixes, _owners, checks, normalise: _warp(logits, temperature, top_k, top_p, checks,
+                                                                          normalise),
                uses_prefixes=False)
 
 
@@ -188,7 +205,7 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
     row_wise = all(_row_wise(p) for p in processors)
     apply = _applier(processors)
 
-    def law(logits: torch.Tensor, prefixes, owners, checks) -> torch.Tensor:
+    def law(logits: torch.Tensor, prefixes, owners, checks, normalise) -> torch.Tensor:
         scores = logits.detach().to(torch.float32).clone()
         for group in _calls(prefixes or (), owners, row_wise):  # no prefixes: no processor to run
             ids = torch.tensor([prefixes[i] for i in group], dtype=torch.long, device=scores.device)
@@ -200,7 +217,7 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
             where = torch.tensor([owners[i] for i in group], device=scores.device)
             batch_ids[where], batch_scores[where] = ids, scores[index]
             scores[index] = apply(batch_ids, batch_scores)[where]
-        return one_hot_argmax(scores) if greedy else _softmax(scores, 1.0, checks)
+        return one_hot_argmax(scores) if greedy else _softmax(scores, 1.0, checks, normalise)
 
     return Law(law, uses_prefixes=len(processors) > 0)
 
