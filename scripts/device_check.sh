@@ -19,9 +19,11 @@
 #               GPU itself (--inflate 8b: the same logits, an 8B-sized pass; docs/design/inflated-target.md),
 #               with the kernel-launching ops and host reads per round counted on the device (--counts)
 #   inflated-trees  the token-tree grid with that inflated target
+#   profile     torch.profiler over target.generate and three loop configurations with that inflated
+#               target: where a round's time goes, on the host and on the device (scripts/device_profile.py)
 # Their time limits sum to more than one 600-second command: run STEPS="tests generation trees" in one,
-# then "threads verify rdk inflated inflated-trees"; with time for one command only, STEPS="tests verify
-# inflated inflated-trees threads" VOCABS=32000 (steps run in this script's order, whatever STEPS's order).
+# then "threads verify rdk profile inflated inflated-trees"; with time for one command only, STEPS="tests
+# profile inflated" (steps run in this script's order, whatever STEPS's order).
 # Each step writes its output to $OUT (default build/device-check) as it runs, so a command cut at its limit still returns the steps before. DEVICE=cpu makes the same
 # run on the CPU (a dry run of the script where no GPU is: every step but the timings means the same).
 set -uo pipefail
@@ -30,7 +32,7 @@ OUT=${OUT:-build/device-check}
 PY=${PY:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-STEPS=${STEPS:-tests generation trees verify rdk inflated inflated-trees threads}  # the parts to run after the build
+STEPS=${STEPS:-tests generation trees verify rdk profile inflated inflated-trees threads}  # the parts to run after the build
 DEVICE=${DEVICE:-cuda}
 step() { echo "== $* ($(date +%T))" | tee -a "$OUT/steps.txt"; }
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -63,6 +65,8 @@ wanted verify && step "verification: device path against host path" && timeout 2
 wanted rdk && step "rdk on tensors" && timeout 120 "${BENCH[@]}" --rdk --quick --tensors "$DEVICE" --out "$OUT" 2>&1 | tail -12 | tee "$OUT/rdk.md"
 # the 8B shape in bfloat16 fills 12 GB of the GPU; a CPU dry run inflates to the moderate preset instead
 INFLATE=$([[ $DEVICE == cuda ]] && echo 8b || echo moderate)
+wanted profile && { step "profile, target inflated to $INFLATE"; timeout 240 $PY scripts/device_profile.py \
+    --device "$DEVICE" --inflate "$INFLATE" 2>&1 | grep -v "Loading weights" > "$OUT/profile.md"; head -40 "$OUT/profile.md"; }
 wanted inflated && step "generation, target inflated to $INFLATE" && timeout 240 "${BENCH[@]}" --generation --pair gpu-pair \
     --draft draft --device "$DEVICE" --dtype bfloat16 --inflate "$INFLATE" --configs sps:1,global_resolution:2,otlp:2 \
     --draft-length 4 --new-tokens 64 --repeats 3 --draft-top-k 16 --counts 2>&1 | grep -v "Loading weights" | tee "$OUT/inflated.md"

@@ -1,0 +1,114 @@
+"""Where a round of the generation loop spends its time on a device: ``torch.profiler`` over generation.
+
+``python scripts/device_profile.py [--pair gpu-pair] [--device cuda] [--inflate 8b] [--new-tokens 32]``
+loads the trained pair (in ``--dtype``), inflates the target (``multidraft.bench.inflate``: the same
+logits, a larger pass), and for ``target.generate`` and each configuration of the loop (an sps chain
+of 4, four global_resolution chains of 4 with ``draft_top_k="auto"``, a top-k tree) prints, after a
+warm-up run:
+
+- wall time per round (per token for ``target.generate``), and the loop's own split of it
+  (``GenerationStats``: drafting, target passes, verification; the rest is committing and caches);
+- the device's busy time per round (the sum of its kernels' time; ``cuda`` only) against the wall
+  time: what is left is the device waiting for the host;
+- the operators with the most host time (self CPU time, all calls in the profiled run) and, on
+  ``cuda``, those with the most device time.
+
+It answers the question of docs/benchmarks/gpu.md ("Token trees with the inflated target"): which
+part of a round costs more than the flat cost model expects. ``--device cpu`` is a dry run of the
+script (``--inflate moderate``).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from multidraft import _device, hf
+from multidraft.bench.inflate import inflate, parse_shape
+
+#: (label, options of hf.generate)
+CONFIGS = (("sps chain L=4", dict(verifier="sps", num_drafts=1, draft_length=4, draft_top_k=16)),
+           ("global_resolution 4 chains of 4, top-k auto",
+            dict(verifier="global_resolution", num_drafts=4, draft_length=4, draft_top_k="auto")),
+           ("topk tree (4, 2, 2)", dict(verifier="topk", tree=(4, 2, 2), draft_top_k=16)))
+
+
+def synchronise(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def profiled(run, device: torch.device):
+    """(seconds, result, profiler) of ``run()`` under ``torch.profiler``, after one unprofiled warm-up."""
+    run()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    synchronise(device)
+    with torch.profiler.profile(activities=activities) as profiler:
+        start = time.perf_counter()
+        result = run()
+        synchronise(device)
+        seconds = time.perf_counter() - start
+    return seconds, result, profiler
+
+
+def device_ms(profiler) -> float:
+    """Milliseconds of device kernels in the profile (0 without a device)."""
+    return sum(getattr(event, "self_device_time_total", 0.0) for event in profiler.key_averages()) / 1e3
+
+
+def report(label: str, seconds: float, rounds: int, profiler, stats=None, top: int = 12) -> None:
+    print(f"\n### {label}: {1e3 * seconds / rounds:.2f} ms per round ({rounds} rounds, {seconds:.3f} s)")
+    if stats is not None:
+        parts = {"draft": stats.draft_seconds, "target": stats.target_seconds, "verify": stats.verify_seconds}
+        rest = seconds - sum(parts.values())
+        print("loop's split per round (ms): " + ", ".join(f"{k} {1e3 * v / rounds:.2f}" for k, v in parts.items())
+              + f", rest {1e3 * rest / rounds:.2f}; tokens per target pass {stats.tokens_per_target_pass:.2f}")
+    busy = device_ms(profiler)
+    if busy:
+        print(f"device busy {busy / rounds:.2f} ms per round ({100 * busy / (1e3 * seconds):.0f}% of the wall time)")
+    print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
+    if busy:
+        print(profiler.key_averages().table(sort_by="self_device_time_total", row_limit=top))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pair", type=Path, default=Path("gpu-pair"))
+    parser.add_argument("--draft", default="draft")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--inflate", default="8b", help="preset or shape of multidraft.bench.inflate ('' for none)")
+    parser.add_argument("--new-tokens", type=int, default=32)
+    args = parser.parse_args(argv)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    if device.type == "cpu":
+        _device.CPU_ON_HOST = False  # the accelerator's path, as on a GPU
+    target = AutoModelForCausalLM.from_pretrained(args.pair / "target", dtype=dtype).eval().to(device)
+    if args.inflate:
+        target = inflate(target, **parse_shape(args.inflate), device=device, dtype=dtype)
+    draft = AutoModelForCausalLM.from_pretrained(args.pair / args.draft, dtype=dtype).eval().to(device)
+    prompt = AutoTokenizer.from_pretrained(args.pair / "tokenizer")("And God said unto Moses,",
+                                                                    return_tensors="pt").input_ids.to(device)
+    n = args.new_tokens
+    print(f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}, torch {torch.__version__}, "
+          f"target {sum(p.numel() for p in target.parameters()) / 1e6:.0f} M parameters in {args.dtype}, {n} new tokens")
+    common = dict(max_new_tokens=n, min_new_tokens=n, do_sample=True, attention_mask=torch.ones_like(prompt),
+                  pad_token_id=0)
+    with torch.inference_mode():
+        seconds, _, profiler = profiled(lambda: target.generate(prompt, **common), device)
+        report("target.generate", seconds, n, profiler)
+        for label, options in CONFIGS:
+            seconds, result, profiler = profiled(
+                lambda: hf.generate(target, draft, prompt, n, seed=0, eos_token_id=None, **options), device)
+            report(label, seconds, result.stats.target_calls, profiler, result.stats)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
