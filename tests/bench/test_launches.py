@@ -75,16 +75,20 @@ def test_goals_of_the_loop_rows():
     timing = dict(uploads_per_round=0, host_ms_per_round=1.0)
     rows = [dict(method="assisted", kind="assisted", ops_per_round=300, ops_per_forward=60, reads_per_round=13,
                  **timing),
+            dict(method="plain", kind="plain", rounds=10, reads=14, ops_per_round=35, ops_per_forward=35,
+                 reads_per_round=1.4, **timing),  # 4 reads of generate()'s set-up
             dict(method="chain", kind="multidraft", options=dict(verifier="sps", num_drafts=1, draft_length=4),
-                 ops_per_round=290, ops_per_forward=70, reads_per_round=5, **timing),
+                 ops_per_round=290, ops_per_forward=70, rounds=20, reads_per_round=5, **timing),
             dict(method="tree", kind="multidraft", options=dict(verifier="global_resolution", tree=(3, 2, 1)),
-                 ops_per_round=500, ops_per_forward=91, reads_per_round=4, **timing)]
-    assert launches.loop_goals(rows[0], rows) == []
-    assert [met for _, met in launches.loop_goals(rows[1], rows)] == [True, True]  # <= 300 ops, <= 5 reads
-    tree = launches.loop_goals(rows[2], rows)
+                 ops_per_round=500, ops_per_forward=91, rounds=40, reads_per_round=4.1, **timing)]  # 4 + 4 / 40
+    assert launches.loop_goals(rows[0], rows) == [] and launches.loop_goals(rows[1], rows) == []
+    assert [met for _, met in launches.loop_goals(rows[2], rows)] == [True, True]  # <= 300 ops, <= 5 reads
+    tree = launches.loop_goals(rows[3], rows)
     assert [met for _, met in tree] == [False, True] and "<= 90" in tree[0][0] and "<= 4" in tree[1][0]
     table = launches.format_counts(rows)
     assert "| met |" in table and "not met (ops per forward)" in table
+    rows[3]["reads_per_round"] = 4.11
+    assert [met for _, met in launches.loop_goals(rows[3], rows)] == [False, False]
 
 
 def test_a_verify_row_per_verifier():
