@@ -8,6 +8,7 @@ import pytest
 
 import multidraft as md
 from multidraft import _device
+from multidraft._device.checked import SUPPORT_GUESS
 
 torch = pytest.importorskip("torch")
 
@@ -217,8 +218,9 @@ def test_every_tuple_is_refused_as_the_numpy_path_refuses_it(name, q):
 
 @pytest.mark.parametrize("name, n", [("sps", 1), ("naive", 3), ("topk", 3)])
 def test_closed_form_laws_read_flags_only_whatever_the_draft_support(name, n):
-    """A full-support draft law: "sps", "naive" and "topk" read their 4 refusal flags and the drafts
-    (8 bytes each), at any V."""
+    """A full-support draft law: "sps", "naive" and "topk" read, in their one read, the row sums and
+    row minima of p and q, the drafts and q at them ("topk": the last draft's rank and the support's
+    size too), 8 bytes each, at any V."""
     v = md.verifier(name)
     traffic = set()
     for V in (2000, 64000):
@@ -229,7 +231,7 @@ def test_closed_form_laws_read_flags_only_whatever_the_draft_support(name, n):
         traffic.add(_device.last_host_bytes())
         v.transport(p, q, drafts)
         traffic.add(_device.last_host_bytes())
-    assert traffic == {4 + 8 * 4 * n}
+    assert traffic == {8 * 4 * (4 + 2 * n + (2 if name == "topk" else 0))}
 
 
 @pytest.mark.parametrize("name", ["otlp", "naive", "topk"])
@@ -331,8 +333,9 @@ def test_softmax_on_the_device_path():
 
 @pytest.mark.parametrize("name", ["otlp", "global_resolution", "khisti", "spectr"])
 def test_host_traffic_is_o_k_not_o_v(name):
-    """A top-k draft: the bytes read from the device per call are the same at V = 2000 and 64000,
-    and within a few numbers per kept token and row."""
+    """A top-k draft: the bytes read from the device per call are the same at V = 2000 and 64000, and
+    within a few numbers per kept token and row (verify: per token of the guessed support, read in
+    its one read before the support's size is known)."""
     v = md.verifier(name)
     B, k, n = 4, 6, 3
     traffic = {}
@@ -346,5 +349,8 @@ def test_host_traffic_is_o_k_not_o_v(name):
         v.acceptance(p, q, n)
         assert 0 < _device.last_host_bytes() <= 8 * B * (3 * (k + 1) + 2)
     assert traffic[2000] == traffic[64000]
-    # ids, kept p, outside mass, kept q (k + 1 each, 8 bytes) and a header; drafts (n) for verify
-    assert traffic[64000][0] <= 8 * B * (3 * (k + 1) + 2 + n)
+    # transport: ids, kept p, outside mass, kept q (k + 1 each, 8 bytes), a header and the drafts (n)
+    assert traffic[64000][1] <= 8 * B * (3 * (k + 1) + 2 + n)
+    # verify: ids, q and p of the guessed support (SUPPORT_GUESS + 1 each); 3 sums, 2 minima, the
+    # support's size and the token drawn outside it; the drafts (n)
+    assert traffic[64000][0] == 8 * B * (3 * (SUPPORT_GUESS + 1) - 1 + 7 + n)

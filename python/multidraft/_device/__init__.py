@@ -228,6 +228,27 @@ def to_host(tensor) -> np.ndarray:
     return tensor.cpu().numpy()
 
 
+def read_together(*tensors) -> List[np.ndarray]:
+    """``tensors`` as NumPy arrays of their shapes, in ONE host read (:func:`to_host`): float64 as float64,
+    integers and bools as int64. They travel in one int64 tensor: a float64 tensor as its bits (a view:
+    no kernel), another float converted to float64 first (one kernel), integers and bools promoted by
+    the one ``cat`` itself; so a read of float64 sums and int64 ids costs one kernel, the ``cat``."""
+    torch = _torch()
+    parts = []
+    for t in tensors:
+        t = t.detach()
+        if t.dtype.is_floating_point:
+            t = t.to(torch.float64).view(torch.int64)
+        parts.append(t.reshape(-1))
+    packed = to_host(torch.cat(parts))
+    out, at = [], 0
+    for t in tensors:
+        chunk = packed[at:at + t.numel()].astype(np.int64, copy=False)
+        out.append((chunk.view(np.float64) if t.dtype.is_floating_point else chunk).reshape(tuple(t.shape)))
+        at += t.numel()
+    return out
+
+
 def to_device(array: np.ndarray, device):
     """A host array as a tensor on ``device``, counted."""
     array = np.asarray(array)
@@ -249,11 +270,37 @@ def row_sums(x):
     torch = _torch()
     rows = x.reshape(-1, x.shape[-1]).to(torch.float64)
     V = rows.shape[1]
-    width = 1 << max(V - 1, 0).bit_length()
-    rows = torch.nn.functional.pad(rows, (0, width - V))
+    return _pairwise(torch.nn.functional.pad(rows, (0, _padded_width(V) - V))).reshape(x.shape[:-1])
+
+
+def _padded_width(V: int) -> int:
+    """The power of two :func:`row_sums` pads a row of V entries to."""
+    return 1 << max(V - 1, 0).bit_length()
+
+
+def _pairwise(rows):
+    """(R,) float64 sums of the rows (R, a power of two) of :func:`row_sums`: halves added level by level."""
     while rows.shape[1] > 1:
         rows = rows[:, 0::2] + rows[:, 1::2]
-    return rows[:, 0].reshape(x.shape[:-1])
+    return rows[:, 0]
+
+
+def stacked_row_sums(parts: Sequence):
+    """:func:`row_sums` of several (R_i, V) tensors (any float dtypes) at once, for the price of one:
+    ``(rows, sums)``, ``rows`` the parts stacked as float64 (sum R_i, V) (a view of the padded
+    buffer, in the parts' order) and ``sums`` (sum R_i,) their float64 sums, each bit for bit
+    :func:`row_sums` of its row (the same conversion, padding and pairwise order: a row's sum does
+    not depend on the rows beside it). Two kernels stack and pad (the padding zeroed, the parts
+    converted into the buffer by one ``cat``), then one addition per level for all rows together:
+    a public call sums p, q and p outside q's support in one tree instead of three."""
+    torch = _torch()
+    V = parts[0].shape[-1]
+    width = _padded_width(V)
+    buffer = torch.empty(sum(part.shape[0] for part in parts), width, dtype=torch.float64, device=parts[0].device)
+    if width > V:
+        buffer[:, V:].zero_()
+    torch.cat(list(parts), out=buffer[:, :V])  # float32, bfloat16, float16 -> float64: exact
+    return buffer[:, :V], _pairwise(buffer)
 
 
 # ----------------------------------------------------------------------------- validation
@@ -275,7 +322,7 @@ class Law:
     law :func:`_validation.probabilities` returns), and ``bad``, a 0-d bool tensor set when a rule
     of that function fails (read with the call's other small numbers, then :meth:`refuse` explains)."""
 
-    def __init__(self, x, name: str, device, ndims: Sequence[int]):
+    def __init__(self, x, name: str, device, ndims: Sequence[int], measure: bool = True):
         torch = _torch()
         tensor = _tensor(x, name, device)
         if tensor.dtype == torch.bool or tensor.is_complex() or tensor.is_quantized:
@@ -288,11 +335,26 @@ class Law:
             raise ValueError(f"'{name}' is empty (shape {tuple(tensor.shape)})")
         self.name, self.stored, self.raw = name, tensor.dtype, tensor
         self.tolerance = check.sum_tolerance(tensor.dtype, tensor.shape[-1])
+        self.values = tensor
+        if not measure:  # a public call's laws: summed together, checked with its one read (checked.Call)
+            return
         self.sums = row_sums(tensor)
         # a NaN or an infinite entry makes its row's sum NaN or infinite: two reductions check all
         self.bad = ~torch.isfinite(self.sums).all() | (tensor.amin() < 0) \
             | ((self.sums - 1.0).abs() > self.tolerance).any()
-        self.values, self.scale = tensor, self.sums
+        self.scale = self.sums
+
+    def measured(self, sums) -> None:
+        """Take the row sums (one per row of :attr:`values`, float64 on the device) of a law made with
+        ``measure=False`` (summed with others: :func:`stacked_row_sums`)."""
+        self.sums = sums.reshape(self.raw.shape[:-1])
+        self.scale = sums.reshape(self.values.shape[:-1])
+
+    def failed(self, sums: np.ndarray, minima: np.ndarray) -> bool:
+        """The rule of :attr:`bad` on the host, from this law's row sums and row minima read there: a
+        row sum not finite (a NaN or an infinite entry), a negative entry, or a row sum off 1 by more
+        than the tolerance."""
+        return bool(not np.isfinite(sums).all() or (minima < 0).any() or (np.abs(sums - 1.0) > self.tolerance).any())
 
     def rows(self):
         """The whole law as (B, V) float64 rows divided by their sums: an O(V) copy, for the calls
@@ -324,19 +386,20 @@ def refuse_failed(*laws: Law) -> None:
             law.refuse()
 
 
-def laws(p, q, n: Optional[int], kind: str, device):
+def laws(p, q, n: Optional[int], kind: str, device, measure: bool = True):
     """Validated laws of a call, in the layout of :func:`schemes.batched_inputs`:
-    ``(p Law (B, V), q Law (B, rows, V), n, batched)``; ``p`` may be None (draft-only calls)."""
-    target = Law(p, "p", device, (1, 2)) if p is not None else None
+    ``(p Law (B, V), q Law (B, rows, V), n, batched)``; ``p`` may be None (draft-only calls).
+    ``measure=False``: the laws' shapes checked, their sums left to the caller (:meth:`Law.measured`)."""
+    target = Law(p, "p", device, (1, 2), measure) if p is not None else None
     rank = target.raw.dim() if target is not None else None
     if kind == "independent":
-        draft = Law(q, "q", device, (rank + 1,) if rank else (2, 3))
+        draft = Law(q, "q", device, (rank + 1,) if rank else (2, 3), measure)
         if n is not None and check.count(n) != draft.raw.shape[-2]:
             raise ValueError(f"'n' = {n} does not match the {draft.raw.shape[-2]} draft rows of 'q'")
         n = draft.raw.shape[-2]
         batched = draft.raw.dim() == 3
     else:
-        draft = Law(q, "q", device, (rank,) if rank else (1, 2))
+        draft = Law(q, "q", device, (rank,) if rank else (1, 2), measure)
         if n is None:
             raise ValueError("'n' (the number of drafts) is required unless 'q' holds one row per draft model")
         n = check.count(n)
@@ -348,8 +411,12 @@ def laws(p, q, n: Optional[int], kind: str, device):
     V = draft.raw.shape[-1]
     B = draft.raw.shape[0] if batched else 1
     if target is not None:
-        target.values, target.scale = target.raw.reshape(B, V), target.sums.reshape(B)
-    draft.values, draft.scale = draft.raw.reshape(B, -1, V), draft.sums.reshape(B, -1)
+        target.values = target.raw.reshape(B, V)
+    draft.values = draft.raw.reshape(B, -1, V)
+    if measure:
+        for law in (target, draft):
+            if law is not None:
+                law.measured(law.sums)
     return target, draft, n, batched
 
 
@@ -607,10 +674,10 @@ def _inputs(verifier, p, q, drafts):
 
 def transport(verifier, p, q, drafts):
     """:meth:`Verifier.transport` of tensors: (V,) or (B, V) float64 on their device."""
-    from . import closed_form
+    from . import checked, closed_form
 
     if verifier.name in closed_form.NAMES:
-        return closed_form.transport(verifier, *call_laws(verifier, p, q, drafts))
+        return closed_form.transport(verifier, checked.Call(verifier, p, q, drafts))
     compressed, d, batched = _inputs(verifier, p, q, drafts)
     independent = verifier.scheme_kind == "independent"
     laws_c = np.zeros((d.shape[0], compressed.ids.shape[1] + 1))
@@ -634,11 +701,17 @@ def verified_on_host(verifier, compressed: Compressed, d: np.ndarray, seeds: np.
 
 
 def verify(verifier, p, q, drafts, rng=None):
-    """:meth:`Verifier.verify` of tensors: (token int64, accepted bool), 0-d or (B,), on their device."""
-    from . import closed_form
+    """:meth:`Verifier.verify` of tensors: (token int64, accepted bool), 0-d or (B,), on their device, in
+    ONE host read (:mod:`multidraft._device.checked`; Section 11): the closed forms on the device, the
+    other verifiers from their compressed problems. ``"khisti"`` with the independent scheme or a
+    truncation takes the checked call below (a read of the drafts, one of the counts and checks,
+    one of the compressed rows)."""
+    from . import checked, closed_form
 
     if verifier.name in closed_form.NAMES:
-        return closed_form.verify(verifier, *call_laws(verifier, p, q, drafts), rng)
+        return closed_form.verify(verifier, checked.Call(verifier, p, q, drafts), rng)
+    if checked.compressible(verifier):
+        return checked.verify_compressed(verifier, p, q, drafts, rng)
     compressed, d, batched = _inputs(verifier, p, q, drafts)
     seeds = check.row_seeds(rng, d.shape[0])
     tokens, accepted, outside = verified_on_host(verifier, compressed, d, seeds)

@@ -34,68 +34,73 @@ def _torch():
     return torch
 
 
-def _top_ranked(q, at):
-    """(B,) bool: whether the drafts ``at`` (B, n) are the topk scheme's tuple of the rows ``q``
-    (B, V) (core/draft_scheme.hpp's ``top_drafts``). A token's rank is the number of tokens before
-    it in that order (more probable, or as probable with a lower id); the tuple is the tokens of
-    ranks 0, 1, ..., k - 1 and then k - 1 repeated, k the support's size: so draft j is the tuple's
-    iff its rank is min(j, k - 1). One (B, V) comparison per draft, no sort."""
+def _last_rank(q, at, q_at):
+    """(B,) the rank of each row's last draft in the topk scheme's order of q (more probable first,
+    ties by lowest id): the tokens before it, one (B, V) comparison."""
     torch = _torch()
     ids = torch.arange(q.shape[-1], device=q.device)
-
-    def rank(token):  # (B,) ranks of the (B,) tokens
-        q_t = q.gather(1, token.unsqueeze(-1))
-        return ((q > q_t) | ((q == q_t) & (ids < token.unsqueeze(-1)))).sum(-1)
-
-    ranks = torch.stack([rank(at[:, j]) for j in range(at.shape[1])], dim=1)
-    support = (q > 0).sum(-1, keepdim=True)
-    wanted = torch.minimum(torch.arange(at.shape[1], device=q.device), support - 1)
-    return (ranks == wanted).all(-1)
+    last, q_last = at[:, -1:], q_at[:, -1:]
+    return ((q > q_last) | ((q == q_last) & (ids < last))).sum(-1)
 
 
-def _checked(verifier, target, draft, d: np.ndarray):
-    """(p (B, V) and q (B, V), the normalised float64 rows; the drafts on the device (B, n)) after the
-    call's one host read, which refuses bad laws and drafts the scheme cannot draw, with the core's
-    messages, in the core's order."""
-    torch = _torch()
-    p, q = target.values / target.scale.unsqueeze(-1), draft.values[:, 0] / draft.scale[:, :1]
-    at = _device.to_device(d, q.device)
-    zero_at_draft = (q.gather(1, at) <= 0).any()
-    not_top = ~_top_ranked(q, at).all() if verifier.scheme_kind == "topk" else torch.zeros((), dtype=torch.bool,
-                                                                                               device=q.device)
-    flags = _device.to_host(torch.stack([target.bad, draft.bad, zero_at_draft, not_top]))
-    if flags[0]:
-        target.refuse()
-    if flags[1]:
-        draft.refuse()
-    if flags[2]:
+def _top_tuples(d: np.ndarray, q_at: np.ndarray, last_rank: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """(B,) bool on the host: whether the drafts ``d`` (B, n) are the topk scheme's tuple
+    (core/draft_scheme.hpp's ``top_drafts``), from q at them (B, n), the rank of the last one and the
+    support's size k (B,), the drafts having q > 0.
+
+    The tuple is the tokens of ranks 0, 1, ..., m - 1 (m = min(n, k)), then the (m - 1)-th repeated.
+    A draft tuple is it iff each of its first m drafts comes strictly before the next in the order
+    (more probable, or as probable with a lower id), the drafts from the (m - 1)-th on are equal, and
+    the last one's rank is m - 1: m strictly increasing ranks ending at m - 1 are 0, ..., m - 1. So
+    one rank count (:func:`_last_rank`) replaces one per draft."""
+    n = d.shape[1]
+    m = np.minimum(n, k)[:, None]
+    before = (q_at[:, :-1] > q_at[:, 1:]) | ((q_at[:, :-1] == q_at[:, 1:]) & (d[:, :-1] < d[:, 1:]))
+    steps = np.where(np.arange(n - 1) < m - 1, before, d[:, :-1] == d[:, 1:])
+    return steps.all(1) & (last_rank == m[:, 0] - 1)
+
+
+def _checked(verifier, call):
+    """(p, q (B, V) the normalised float64 rows; the drafts on the device (B, n); q at the drafts
+    (B, n)) of a :class:`checked.Call` after its ONE host read, which refuses bad drafts and laws
+    (:meth:`checked.Call.read`) and drafts the scheme cannot draw, with the core's messages, in the
+    core's order: q = 0 at a draft, then a tuple that is not the topk scheme's. The results are
+    computed after the read, on checked rows, and stay on the device."""
+    p, q = call.normalised()
+    at = call.drafts_on_device()
+    q_at = q.gather(1, at)
+    checks = [_last_rank(q, at, q_at), (q > 0).sum(-1)] if verifier.scheme_kind == "topk" else []
+    q_at_host, *read = call.read(q_at, *checks)
+    if (q_at_host <= 0).any():
         raise ValueError(_UNDRAWABLE.format("q = 0 at a draft"))
-    if flags[3]:
+    if checks and not _top_tuples(call.d, q_at_host, *read).all():
         raise ValueError(_UNDRAWABLE.format(_NOT_TOP))
-    return p, q, at
+    return p, q, at, q_at
 
 
-def _speculative_terms(p, q, at):
-    """``"sps"``: (a (B,), the residual's weights (B, V)) for the drafts at[:, 0] of the rows p, q."""
+def _speculative_terms(p, q, at, q_at=None):
+    """``"sps"``: (a (B,), the residual's weights (B, V)) for the drafts at[:, 0] of the rows p, q
+    (``q_at``: q at the drafts, when the caller has it)."""
     torch = _torch()
-    p_d, q_d = p.gather(1, at[:, :1])[:, 0], q.gather(1, at[:, :1])[:, 0]
+    p_d = p.gather(1, at[:, :1])[:, 0]
+    q_d = (q.gather(1, at[:, :1]) if q_at is None else q_at[:, :1])[:, 0]
     residual = (p - q).clamp(min=0.0)
     # p where the residual vanishes (p == q up to rounding): the core's guard against 0/0
     weights = torch.where((residual > 0).any(-1, keepdim=True), residual, p)
     return (p_d / q_d).clamp(max=1.0), weights
 
 
-def transport(verifier, target, draft, d: np.ndarray, batched: bool):
-    """The law: ``"sps"`` a delta_d + (1 - a) weights / their sum; naive rejection p. (V,) or (B, V)
-    float64 on the device."""
-    p, q, at = _checked(verifier, target, draft, d)
+def transport(verifier, call):
+    """The law of a :class:`checked.Call`: ``"sps"`` a delta_d + (1 - a) weights / their sum; naive
+    rejection p. (V,) or (B, V) float64 on the device."""
+    p, q, at, q_at = _checked(verifier, call)
     if verifier.name == "sps":
-        accept, weights = _speculative_terms(p, q, at)
+        accept, weights = _speculative_terms(p, q, at, q_at)
         law = ((1.0 - accept) / _device.row_sums(weights)).unsqueeze(-1) * weights
         law.scatter_add_(1, at[:, :1], accept[:, None])
     else:
         law = p
-    return law if batched else law[0]
+    return law if call.batched else law[0]
 
 
 def uniforms_per_row(verifier) -> int:
@@ -103,25 +108,26 @@ def uniforms_per_row(verifier) -> int:
     return 2 if verifier.name == "sps" else 1
 
 
-def draw(verifier, p, q, at, uniforms):
+def draw(verifier, p, q, at, uniforms, q_at=None):
     """(token (B,) int64, accepted (B,) bool) on the device for checked rows p, q (B, V) (any
     positive scale: the draws scale by the row's total) and drafts ``at`` (B, n), from the rows'
-    :func:`_device.row_uniforms` (B, :func:`uniforms_per_row`). ``"sps"``: accepted iff u1 < a, else
-    the inverse CDF of the residual's weights at u2. Naive rejection: the inverse CDF of p at u1,
-    accepted iff it is one of the drafts."""
+    :func:`_device.row_uniforms` (B, :func:`uniforms_per_row`) (``q_at``: q at the drafts, when the
+    caller has it). ``"sps"``: accepted iff u1 < a, else the inverse CDF of the residual's weights at
+    u2. Naive rejection: the inverse CDF of p at u1, accepted iff it is one of the drafts."""
     torch = _torch()
     if verifier.name == "sps":
-        accept, weights = _speculative_terms(p, q, at)
+        accept, weights = _speculative_terms(p, q, at, q_at)
         accepted = uniforms[:, 0] < accept
         return torch.where(accepted, at[:, 0], _device.inverse_cdf_at(weights, uniforms[:, 1:])[:, 0]), accepted
     token = _device.inverse_cdf_at(p, uniforms)[:, 0]
     return token, (token.unsqueeze(-1) == at).any(-1)
 
 
-def verify(verifier, target, draft, d: np.ndarray, batched: bool, rng):
-    """(token int64, accepted bool), 0-d or (B,), on the device: :func:`draw` after the checks."""
-    p, q, at = _checked(verifier, target, draft, d)
-    seeds = check.row_seeds(rng, d.shape[0])
+def verify(verifier, call, rng):
+    """(token int64, accepted bool), 0-d or (B,), on the device for a :class:`checked.Call`:
+    :func:`draw` after the checks, in the call's one host read."""
+    p, q, at, q_at = _checked(verifier, call)
+    seeds = check.row_seeds(rng, call.B)
     uniforms = _device.to_device(_device.row_uniforms(seeds, uniforms_per_row(verifier)), at.device)
-    token, accepted = draw(verifier, p, q, at, uniforms)
-    return (token, accepted) if batched else (token[0], accepted[0])
+    token, accepted = draw(verifier, p, q, at, uniforms, q_at)
+    return (token, accepted) if call.batched else (token[0], accepted[0])
