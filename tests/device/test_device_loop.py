@@ -202,8 +202,8 @@ def test_an_rdk_proposal_on_the_device_is_the_host_one_from_every_thread():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("options, depth, ops", [(dict(verifier="sps", num_drafts=1, draft_length=4), 4, 210),
-                                                  (dict(verifier="global_resolution", tree=(3, 2, 1)), 3, 280)])
+@pytest.mark.parametrize("options, depth, ops", [(dict(verifier="sps", num_drafts=1, draft_length=4), 4, 180),
+                                                  (dict(verifier="global_resolution", tree=(3, 2, 1)), 3, 255)])
 def test_a_round_reads_the_host_once_per_drafted_depth_and_once_to_verify(options, depth, ops, dtype):
     """What a round launches and reads outside the models, counted (multidraft.bench.launches): host
     reads at most depth + 1 (the drafts of each depth, then the whole verification), and the

@@ -121,11 +121,14 @@ def truncate_draft(q, k):
         top = q.topk(k, dim=-1).values  # (N, k) descending
         count = (top.cumsum(-1) < AUTO_DRAFT_MASS * row_sums(q).unsqueeze(-1)).sum(-1, keepdim=True).clamp(max=k - 1)
         keep = _leading(q, top.gather(-1, count), count + 1)
+        top = torch.where(torch.arange(k, device=q.device) <= count, top, 0.0)
     elif k >= q.shape[-1]:
         return normalised(q)
     else:
-        keep = _leading(q, q.topk(k, dim=-1).values[..., -1:], k)
-    return normalised(torch.where(keep, q, 0.0))
+        top = q.topk(k, dim=-1).values
+        keep = _leading(q, top[..., -1:], k)
+    # the kept entries are the top values (tied entries are equal): their sum over k numbers, not V
+    return torch.where(keep, q, 0.0) / row_sums(top).unsqueeze(-1)
 
 
 def _leading(q: torch.Tensor, cut: torch.Tensor, count) -> torch.Tensor:
@@ -206,8 +209,12 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
     apply = _applier(processors)
 
     def law(logits: torch.Tensor, prefixes, owners, checks, normalise) -> torch.Tensor:
-        scores = logits.detach().to(torch.float32).clone()
-        for group in _calls(prefixes or (), owners, row_wise):  # no prefixes: no processor to run
+        scores = logits.detach().to(torch.float32, copy=True)  # the processors' own copy
+        groups = _calls(prefixes or (), owners, row_wise)  # no prefixes: no processor to run
+        if row_wise and groups and [i for group in groups for i in group] == list(range(scores.shape[0])):
+            scores = _runs(groups, scores, prefixes, apply)
+            groups = []
+        for group in groups:
             ids = torch.tensor([prefixes[i] for i in group], dtype=torch.long, device=scores.device)
             index = torch.tensor(group, device=scores.device)
             if row_wise:
@@ -236,6 +243,18 @@ def _applier(processors) -> Callable:
         return scores
 
     return apply
+
+
+def _runs(groups: List[List[int]], scores: torch.Tensor, prefixes: Sequence[List[int]], apply) -> torch.Tensor:
+    """The processed scores when the groups are consecutive runs of the positions, in order (a
+    chain's positions, a tree's levels): each run's scores a slice (a view, no copy), the results
+    joined by one ``cat`` instead of a gather and a scatter per group."""
+    out, start = [], 0
+    for group in groups:
+        ids = torch.tensor([prefixes[i] for i in group], dtype=torch.long, device=scores.device)
+        out.append(apply(ids, scores[start:start + len(group)]))
+        start += len(group)
+    return out[0] if len(out) == 1 else torch.cat(out)
 
 
 def _calls(prefixes: Sequence[List[int]], owners: Sequence[int], row_wise: bool) -> List[List[int]]:
