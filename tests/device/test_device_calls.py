@@ -306,6 +306,31 @@ def test_refused_drafts_and_devices():
         md.acceptance_rate(meta, q.cpu().numpy())
 
 
+@pytest.mark.parametrize("name", ["sps", "naive", "topk", "otlp", "rrs"])
+def test_a_verify_call_refuses_drafts_as_before(name):
+    """The drafts' values are checked after the call's one read (an integer tensor stays on the device
+    until then: its gathers are clamped in range), in the order of the checked calls: a token out of
+    range before a bad law, and before a batch size that does not match."""
+    v = md.verifier(name)
+    n = v.fixed_n or 2
+    p, q = _uniform().expand(2, 4), torch.tensor([0.5, 0.5, 0.0, 0.0]).expand(2, 4)
+    out_of_range = torch.tensor([[0] * (n - 1) + [4], [0] * n])
+    with pytest.raises(ValueError, match=r"'drafts' has token 4 out of range \[0, 4\)"):
+        v.verify(p * 2, q, out_of_range, [1, 2])
+    with pytest.raises(ValueError, match=r"'drafts' has token -1 out of range \[0, 4\)"):
+        v.verify(p, q, torch.full((3, n), -1, dtype=torch.int32), [1, 2])
+    with pytest.raises(ValueError, match="'drafts' has batch size 3, but 'p' has 2"):
+        v.verify(p, q, torch.zeros(3, n, dtype=torch.int64), [1, 2])
+    with pytest.raises(ValueError, match="'p' must sum to 1 .* in row 0"):
+        v.verify(p * 2, q, torch.zeros(2, n, dtype=torch.int64), [1, 2])
+    with pytest.raises(ValueError, match=r"'q' has a negative entry at index \(1, 2\)"):
+        v.verify(p, torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.5, 0.5, -0.5, 0.5]]), torch.zeros(2, n, dtype=torch.int64), 1)
+    with pytest.raises(ValueError, match="'drafts' has probability zero under the draft scheme"):
+        v.verify(p, q, torch.full((2, n), 2), [1, 2])  # q = 0 at token 2
+    with pytest.raises(ValueError, match="'drafts' must hold integer token ids, got dtype float32"):
+        v.verify(p, q, torch.full((2, n), 0.5), [1, 2])
+
+
 def test_tensors_on_two_devices_are_refused():
     """The meta device stands for a second device on a machine without one."""
     p, q = _uniform(), _uniform()
@@ -354,3 +379,46 @@ def test_host_traffic_is_o_k_not_o_v(name):
     # verify: ids, q and p of the guessed support (SUPPORT_GUESS + 1 each); 3 sums, 2 minima, the
     # support's size and the token drawn outside it; the drafts (n)
     assert traffic[64000][0] == 8 * B * (3 * (SUPPORT_GUESS + 1) - 1 + 7 + n)
+
+
+# ----------------------------------------------------------------------------- kernels and reads
+
+@pytest.mark.parametrize("name", md.verifier_names())
+def test_a_verify_call_launches_at_most_40_kernels_and_reads_once(name):
+    """The public verify call of every verifier at the launch benchmark's shape (V = 32000, a top-32
+    draft, the benchmark's n; 8 rows for 64): at most 40 kernel-launching operators and ONE host read,
+    the checks of p, q and the drafts included (multidraft.bench.launches.Launches, which counts
+    to_host and the operators that synchronise by themselves)."""
+    from multidraft.bench.launches import VERIFY_MAX_OPS, VERIFY_MAX_READS, Launches, verify_n
+
+    B, V = 8, 32000
+    p, q = top_k_laws(B, V, 32)
+    v = md.verifier(name)
+    drafts = torch.from_numpy(_device.draft_rows(v, q, verify_n(v), list(range(B)))).to(p.device)
+    with Launches() as count:
+        tokens, accepted = v.verify(p, q, drafts, np.arange(B))
+    assert count.ops <= VERIFY_MAX_OPS == 40 and count.reads == VERIFY_MAX_READS == 1, dict(count.by_op)
+    assert tokens.shape == accepted.shape == (B,)
+    assert all(int(t) in d for t, d, a in zip(tokens.tolist(), drafts.tolist(), accepted.tolist()) if a)
+
+
+def test_a_support_wider_than_guessed_costs_a_second_read():
+    """A compressed problem reads the top SUPPORT_GUESS + 1 tokens of q with the checks; a row with a
+    wider support (here SUPPORT_GUESS + 1 tokens) costs one more read, of the exact support, and the
+    rows' results are still those of each row alone (which reads once when its support fits)."""
+    from multidraft.bench.launches import Launches
+
+    B, V = 4, 2000
+    p, q = top_k_laws(B, V, SUPPORT_GUESS + 1)
+    q[1] = top_k_laws(1, V, 3, seed=1)[1][0]
+    v = md.verifier("rrs")
+    drafts = torch.from_numpy(_device.draft_rows(v, q, 3, list(range(B)))).to(p.device)
+    seeds = np.arange(B) + 5
+    with Launches() as count:
+        tokens, accepted = v.verify(p, q, drafts, seeds)
+    assert count.reads == 2
+    for b in range(B):
+        with Launches() as alone:
+            token, hit = v.verify(p[b], q[b], drafts[b], int(seeds[b]))
+        assert alone.reads == (1 if b == 1 else 2)
+        assert (int(token), bool(hit)) == (int(tokens[b]), bool(accepted[b]))

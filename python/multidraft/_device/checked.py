@@ -2,16 +2,16 @@
 
 ``md.verifier(name).verify(p, q, drafts, seeds)`` takes user data: every rule of the NumPy path is
 checked, with its message. The checks need the device's numbers (row sums, minima, the drafts'
-values), and each read of them synchronises with the device; so a call computes everything first
-(the checks' numbers and the results, or the compressed problem's inputs) and reads it all in one
-host read, then checks on the host, in the order of the checked calls, and explains a refusal by
-recomputing its message (further reads, on the refusing path only):
+values), and each read of them synchronises with the device; so a call computes the checks' numbers
+and what the host needs next (for a compressed problem its inputs), reads it all in one host read,
+then checks on the host, in the order of the checked calls, and explains a refusal by recomputing
+its message (further reads, on the refusing path only):
 
 - :class:`Call` stages the arguments: shapes checked on the host; p, q (and p outside q's support,
   for a compressed problem) summed in ONE stacked :func:`stacked_row_sums`; the drafts kept on the
   device when they come as an integer tensor;
-- ``"sps"``, ``"naive"`` and ``"topk"`` compute their results on the device
-  (:mod:`multidraft._device.closed_form`) and read only the checks;
+- ``"sps"``, ``"naive"`` and ``"topk"`` read only the checks, then draw on the device
+  (:mod:`multidraft._device.closed_form`): their results stay there;
 - the other verifiers read their compressed problem (Section 2) as the generation loop's
   verification does (:mod:`multidraft._device.loop`): the top :data:`SUPPORT_GUESS` + 1 tokens of
   q, p there, the outside mass and a token drawn outside the support, with the checks. A row whose
@@ -52,7 +52,6 @@ class Call:
     what the checked calls refuse, in their order: drafts out of range, then p, then q."""
 
     def __init__(self, verifier, p, q, drafts, outside: bool = False):
-        torch = _torch()
         _begin()
         self.device = call_device(p=p, q=q, drafts=drafts)
         n = verifier._draft_count(drafts, q)
@@ -64,7 +63,7 @@ class Call:
         parts = [p_rows, q_rows]
         if outside:  # one draft law per row (compressed problems of iid-like schemes)
             self.support = q_rows > 0
-            self.outside = torch.where(self.support, 0, p_rows)  # summed, not 1 - p(S): no cancellation
+            self.outside = p_rows.masked_fill(self.support, 0)  # summed, not 1 - p(S): no cancellation
             parts.append(self.outside)
         self.rows, sums = stacked_row_sums(parts)
         self._laws = len(p_rows) + len(q_rows)  # the rows of p and q, whose minima are checked

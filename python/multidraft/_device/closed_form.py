@@ -10,8 +10,9 @@ Their law given the drafts needs no compressed problem (docs/design/device-path.
   accepted iff Z is one of them; the law is p.
 
 Every term is an O(V) elementwise pass, a gather or a row sum on the device, so a draft law of any
-support (a full softmax, RDK's proposal M^T q') costs the host one read of the refusal flags, where
-the compressed problem would copy the whole support.
+support (a full softmax, RDK's proposal M^T q') costs the host one read of the checks (O(n) numbers
+per row: :class:`multidraft._device.checked.Call`), where the compressed problem would copy the
+whole support.
 """
 from __future__ import annotations
 
