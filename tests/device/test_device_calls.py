@@ -329,6 +329,10 @@ def test_a_verify_call_refuses_drafts_as_before(name):
         v.verify(p, q, torch.full((2, n), 2), [1, 2])  # q = 0 at token 2
     with pytest.raises(ValueError, match="'drafts' must hold integer token ids, got dtype float32"):
         v.verify(p, q, torch.full((2, n), 0.5), [1, 2])
+    generator = np.random.default_rng(0)  # a refused call draws no seeds from it
+    with pytest.raises(ValueError, match="'p' must sum to 1"):
+        v.verify(p * 2, q, torch.zeros(2, n, dtype=torch.int64), generator)
+    assert generator.integers(2**62) == np.random.default_rng(0).integers(2**62)
 
 
 def test_tensors_on_two_devices_are_refused():

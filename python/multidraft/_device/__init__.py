@@ -320,7 +320,10 @@ class Law:
     """One probability argument on its device: ``values``, its entries as passed (no O(V) copy: the
     gathered entries are converted to float64 and divided by their row's float64 sum, ``scale``, the
     law :func:`_validation.probabilities` returns), and ``bad``, a 0-d bool tensor set when a rule
-    of that function fails (read with the call's other small numbers, then :meth:`refuse` explains)."""
+    of that function fails (read with the call's other small numbers, then :meth:`refuse` explains).
+    With ``measure=False`` the shapes are checked only: the caller sums the law with others
+    (:meth:`measured`) and applies the rules on the host to what it reads (:meth:`failed`), without
+    ``bad``."""
 
     def __init__(self, x, name: str, device, ndims: Sequence[int], measure: bool = True):
         torch = _torch()

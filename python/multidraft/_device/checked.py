@@ -145,10 +145,18 @@ def verify_compressed(verifier, p, q, drafts, rng=None):
 
     call = Call(verifier, p, q, drafts, outside=True)
     B = call.B
+    # the seeds are drawn before the checks are read (the outside draw needs them): a refused call
+    # puts a generator back as it found it, as the checked call, which refuses first, leaves it
+    state = rng.bit_generator.state if isinstance(rng, np.random.Generator) else None
     seeds = check.row_seeds(rng, B)
     drawn = inverse_cdf_at(call.outside, to_device(row_uniforms(seeds), call.device))[:, 0]
     guessed = _support_rows(call, SUPPORT_GUESS)
-    counts, outside_tokens, ids, values, p_kept = call.read(call.support.sum(-1), drawn, *guessed)
+    try:
+        counts, outside_tokens, ids, values, p_kept = call.read(call.support.sum(-1), drawn, *guessed)
+    except ValueError:
+        if state is not None:
+            rng.bit_generator.state = state
+        raise
     support = SUPPORT_GUESS
     if counts.max() > support:  # a wider support than guessed: read it exactly (the second read)
         support = int(counts.max())
