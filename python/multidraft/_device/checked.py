@@ -23,10 +23,12 @@ from typing import List, Optional
 
 import numpy as np
 
-from .. import _device
 from .. import _validation as check
-from . import (_begin, _torch, call_device, host_tokens, inverse_cdf_at, laws, read_together, row_uniforms,
-               stacked_row_sums, to_device, verified_on_host)
+from . import host_integer
+from .compressed import compressed_from_top, host_tokens, kept_outside, top_entries, verified_on_host
+from .laws import laws
+from .sampling import inverse_cdf_at, row_uniforms
+from .tensors import begin_call, call_device, read_together, stacked_row_sums, to_device, torch_module
 
 #: The draft support a public call reads at once for a compressed problem: the top SUPPORT_GUESS + 1
 #: tokens of each row of q. A generation loop cuts its draft laws to at most 32 tokens ("auto"), so
@@ -52,7 +54,7 @@ class Call:
     what the checked calls refuse, in their order: drafts out of range, then p, then q."""
 
     def __init__(self, verifier, p, q, drafts, outside: bool = False):
-        _begin()
+        begin_call()
         self.device = call_device(p=p, q=q, drafts=drafts)
         n = verifier._draft_count(drafts, q)
         self.target, self.draft, self.n, self.batched = laws(p, q, n, verifier.scheme_kind, self.device, measure=False)
@@ -77,7 +79,7 @@ class Call:
         """(drafts (B, n) checked on the host, or None; the integer tensor to read with the call, or
         None). An integer tensor's shape is checked now, its values with the call's read; other
         drafts are read and checked now as :func:`host_tokens` does (host arrays: no device read)."""
-        if isinstance(drafts, _device._TENSOR_TYPE) and drafts.dtype in _device._HOST_INTEGERS:
+        if isinstance(drafts, torch_module().Tensor) and host_integer(drafts.dtype):
             check.tokens(_placeholder(drafts.shape), self.V, self.n, ndims=self._ndims)
             if drafts.numel() // self.n == self.B:
                 return None, drafts.detach()
@@ -97,7 +99,7 @@ class Call:
         gathers at them stay in bounds before the read checks them, or the host's checked drafts."""
         if self._given is None:
             return to_device(self.d, self.device)
-        return self._given.reshape(-1, self.n).to(_torch().int64).clamp(0, self.V - 1)
+        return self._given.reshape(-1, self.n).to(torch_module().int64).clamp(0, self.V - 1)
 
     def read(self, *tensors) -> List[np.ndarray]:
         """``tensors`` on the host (:func:`read_together`), read with the checks' numbers in ONE host
@@ -118,18 +120,14 @@ def compressible(verifier) -> bool:
     """Whether :func:`verify_compressed` takes the verifier: one draft law per row (not ``"khisti"``'s
     independent scheme) and a compressed problem of the draft support alone (not ``"khisti"`` with a
     truncation, which keeps tokens outside it: Section 4). The others take the checked call."""
-    from . import kept_outside
-
     return verifier.scheme_kind != "independent" and kept_outside(verifier) is None
 
 
 def _support_rows(call: Call, support: int):
     """The compressed problem's inputs on the device: (ids (B, m), q (B, m)) the top ``support`` + 1
-    tokens of q, most probable first (:func:`loop._top`), and p at the first ``support`` (B, m - 1),
+    tokens of q, most probable first (:func:`compressed.top_entries`), and p at the first ``support`` (B, m - 1),
     both as passed (float64): the host divides them by their sums, as :class:`Compressed` divides."""
-    from .loop import _top
-
-    ids, values = _top(call.rows[call.B:2 * call.B], support)
+    ids, values = top_entries(call.rows[call.B:2 * call.B], support)
     return ids, values, call.rows[:call.B].gather(1, ids[:, :support])
 
 
@@ -137,12 +135,10 @@ def verify_compressed(verifier, p, q, drafts, rng=None):
     """:meth:`Verifier.verify` of tensors, for a verifier that solves a compressed problem on the host
     (:func:`compressible`): ONE host read of the checks, the drafts, the top :data:`SUPPORT_GUESS` + 1
     of q with p there, the outside mass, the support sizes and a token drawn outside the support from
-    each row's seed (Section 6); the host builds the compressed rows (:func:`loop._compressed`: ids
+    each row's seed (Section 6); the host builds the compressed rows (:func:`compressed.compressed_from_top`: ids
     ascending, then the outside token) and solves them (:func:`verified_on_host`). A row with more
     than :data:`SUPPORT_GUESS` tokens (known from the sizes read) costs a second read, of the exact
     support."""
-    from .loop import _compressed
-
     call = Call(verifier, p, q, drafts, outside=True)
     B = call.B
     # the seeds are drawn before the checks are read (the outside draw needs them): a refused call
@@ -162,7 +158,7 @@ def verify_compressed(verifier, p, q, drafts, rng=None):
         support = int(counts.max())
         ids, values, p_kept = read_together(*_support_rows(call, support))
     p_scale, q_scale, outside_sums = call.host_sums[:B], call.host_sums[B:2 * B], call.host_sums[2 * B:]
-    problem = _compressed(ids, values / q_scale[:, None], support, call.V, p_kept / p_scale[:, None],
+    problem = compressed_from_top(ids, values / q_scale[:, None], support, call.V, p_kept / p_scale[:, None],
                           outside_sums / p_scale)
     tokens, accepted, drawn_outside = verified_on_host(verifier, problem, call.d, seeds)
     token = to_device(np.where(drawn_outside, outside_tokens, tokens), call.device)

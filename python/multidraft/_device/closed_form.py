@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _device
 from .. import _validation as check
+from .sampling import inverse_cdf_at, row_uniforms
+from .tensors import row_sums, to_device, torch_module
 
 #: The verifiers computed here; the others solve a compressed problem on the host.
 NAMES = ("sps", "naive", "topk")
@@ -29,16 +30,10 @@ _NOT_TOP = ("the 'topk' drafts are the n most probable tokens of q, most probabl
             "a support smaller than 'n' padded by repeats of its last token")
 
 
-def _torch():
-    import torch  # only reached with a tensor in hand
-
-    return torch
-
-
 def _last_rank(q, at, q_at):
     """(B,) the rank of each row's last draft in the topk scheme's order of q (more probable first,
     ties by lowest id): the tokens before it, one (B, V) comparison."""
-    torch = _torch()
+    torch = torch_module()
     ids = torch.arange(q.shape[-1], device=q.device)
     last, q_last = at[:, -1:], q_at[:, -1:]
     return ((q > q_last) | ((q == q_last) & (ids < last))).sum(-1)
@@ -82,7 +77,7 @@ def _checked(verifier, call):
 def _speculative_terms(p, q, at, q_at=None):
     """``"sps"``: (a (B,), the residual's weights (B, V)) for the drafts at[:, 0] of the rows p, q
     (``q_at``: q at the drafts, when the caller has it)."""
-    torch = _torch()
+    torch = torch_module()
     p_d = p.gather(1, at[:, :1])[:, 0]
     q_d = (q.gather(1, at[:, :1]) if q_at is None else q_at[:, :1])[:, 0]
     residual = (p - q).clamp(min=0.0)
@@ -97,7 +92,7 @@ def transport(verifier, call):
     p, q, at, q_at = _checked(verifier, call)
     if verifier.name == "sps":
         accept, weights = _speculative_terms(p, q, at, q_at)
-        law = ((1.0 - accept) / _device.row_sums(weights)).unsqueeze(-1) * weights
+        law = ((1.0 - accept) / row_sums(weights)).unsqueeze(-1) * weights
         law.scatter_add_(1, at[:, :1], accept[:, None])
     else:
         law = p
@@ -105,22 +100,22 @@ def transport(verifier, call):
 
 
 def uniforms_per_row(verifier) -> int:
-    """How many of :func:`_device.row_uniforms` a row's :func:`draw` takes."""
+    """How many of :func:`multidraft._device.sampling.row_uniforms` a row's :func:`draw` takes."""
     return 2 if verifier.name == "sps" else 1
 
 
 def draw(verifier, p, q, at, uniforms, q_at=None):
     """(token (B,) int64, accepted (B,) bool) on the device for checked rows p, q (B, V) (any
     positive scale: the draws scale by the row's total) and drafts ``at`` (B, n), from the rows'
-    :func:`_device.row_uniforms` (B, :func:`uniforms_per_row`) (``q_at``: q at the drafts, when the
+    :func:`multidraft._device.sampling.row_uniforms` (B, :func:`uniforms_per_row`) (``q_at``: q at the drafts, when the
     caller has it). ``"sps"``: accepted iff u1 < a, else the inverse CDF of the residual's weights at
     u2. Naive rejection: the inverse CDF of p at u1, accepted iff it is one of the drafts."""
-    torch = _torch()
+    torch = torch_module()
     if verifier.name == "sps":
         accept, weights = _speculative_terms(p, q, at, q_at)
         accepted = uniforms[:, 0] < accept
-        return torch.where(accepted, at[:, 0], _device.inverse_cdf_at(weights, uniforms[:, 1:])[:, 0]), accepted
-    token = _device.inverse_cdf_at(p, uniforms)[:, 0]
+        return torch.where(accepted, at[:, 0], inverse_cdf_at(weights, uniforms[:, 1:])[:, 0]), accepted
+    token = inverse_cdf_at(p, uniforms)[:, 0]
     return token, (token.unsqueeze(-1) == at).any(-1)
 
 
@@ -129,6 +124,6 @@ def verify(verifier, call, rng):
     :func:`draw` after the checks, in the call's one host read."""
     p, q, at, q_at = _checked(verifier, call)
     seeds = check.row_seeds(rng, call.B)
-    uniforms = _device.to_device(_device.row_uniforms(seeds, uniforms_per_row(verifier)), at.device)
+    uniforms = to_device(row_uniforms(seeds, uniforms_per_row(verifier)), at.device)
     token, accepted = draw(verifier, p, q, at, uniforms, q_at)
     return (token, accepted) if call.batched else (token[0], accepted[0])

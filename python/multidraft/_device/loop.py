@@ -19,19 +19,16 @@ per depth. So here:
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import (Compressed, closed_form, draft_rows as checked_draft_rows, drawn_on_host, inverse_cdf_at, kept_outside,
-               on_device, row_sums, row_uniforms, sample_rows, to_device, to_host, verified_on_host,
-               verify as checked_verify)
-
-
-def _torch():
-    import torch  # only reached with a tensor in hand
-
-    return torch
+from . import closed_form, on_device
+from .calls import draft_rows as checked_draft_rows, verify as checked_verify
+from .compressed import (beyond_support, compressed_from_top, drawn_on_host, kept_outside, top_entries,
+                         verified_on_host)
+from .sampling import inverse_cdf_at, row_uniforms, sample_rows
+from .tensors import row_sums, to_device, to_host, torch_module
 
 
 class Checks:
@@ -50,7 +47,7 @@ class Checks:
         """The pending flags and ``tensors`` in ONE host read (each tensor as float64: ids below 2**53
         are exact); the first failed check raises its error. Returns the tensors as float64 arrays of
         their shapes."""
-        torch = _torch()
+        torch = torch_module()
         parts = [t.reshape(-1).to(torch.float64) for t in tensors]
         if self._flags:
             parts.insert(0, torch.stack(self._flags).to(torch.float64))
@@ -71,39 +68,6 @@ class Checks:
         return out
 
 
-def _top(q, support: int):
-    """(ids (N, m), q there (N, m)), most probable first, m = min(support + 1, V): every token of q's
-    support when it has at most ``support`` tokens (:func:`_beyond`)."""
-    values, ids = q.topk(min(support + 1, q.shape[-1]), dim=-1)
-    return ids, values
-
-
-def _beyond(values: np.ndarray, support: int) -> bool:
-    """Whether a row of the top values (N, m) of :func:`_top` has more than ``support`` tokens: its
-    (support + 1)-th value is positive."""
-    return values.shape[1] > support and bool((values[:, support] > 0).any())
-
-
-def _compressed(ids: np.ndarray, values: np.ndarray, support: int, V: int, p_kept=None, p_out=None) -> Compressed:
-    """The host side of :class:`Compressed` from the top tokens of :func:`_top` (ids and q (N, m)),
-    and for a verify call p at them (N, m - 1 or more) and the outside mass (N,): each row's support
-    ids ascending, its q (then the outside token's 0) and p (then the outside mass)."""
-    rows = []
-    for row, (row_ids, row_q) in enumerate(zip(ids[:, :support].astype(np.int64), values[:, :support])):
-        kept = np.flatnonzero(row_q > 0)
-        rows.append((row, kept[np.argsort(row_ids[kept], kind="stable")]))
-    count = np.array([len(kept) for _, kept in rows])
-    K = int(count.max())
-    host_ids, q_c = np.zeros((len(rows), K), np.int64), np.zeros((len(rows), 1, K + 1))
-    p_c = None if p_kept is None else np.zeros((len(rows), K + 1))
-    for row, kept in rows:
-        k = len(kept)
-        host_ids[row, :k], q_c[row, 0, :k] = ids[row, kept], values[row, kept]
-        if p_c is not None:
-            p_c[row, :k], p_c[row, k] = p_kept[row, kept], p_out[row]
-    return Compressed.on_host(count, host_ids, p_c, q_c, V)
-
-
 def draft_all(calls: Sequence[Tuple[object, object, int, Sequence[int]]], support: Optional[int],
               checks: Checks) -> List[np.ndarray]:
     """For each call (verifier, q (N, V), n, seeds (N,)): (N, n) int64 draft ids on the host, row i
@@ -114,14 +78,14 @@ def draft_all(calls: Sequence[Tuple[object, object, int, Sequence[int]]], suppor
     ``support`` (ties at the loop's top-k cut), takes the checked call."""
     bounded = [on_device(q) and support is not None and verifier.scheme_kind != "independent"
                for verifier, q, _, _ in calls]
-    arrays = checks.read(*(t for (_, q, _, _), b in zip(calls, bounded) if b for t in _top(q, support)))
+    arrays = checks.read(*(t for (_, q, _, _), b in zip(calls, bounded) if b for t in top_entries(q, support)))
     out = []
     for (verifier, q, n, seeds), b in zip(calls, bounded):
         ids, values = (arrays.pop(0), arrays.pop(0)) if b else (None, None)
-        if not b or _beyond(values, support):
+        if not b or beyond_support(values, support):
             out.append(checked_draft_rows(verifier, q, n, seeds))
             continue
-        out.append(drawn_on_host(verifier, _compressed(ids, values, support, q.shape[-1]), n,
+        out.append(drawn_on_host(verifier, compressed_from_top(ids, values, support, q.shape[-1]), n,
                                  [int(seed) for seed in seeds]))
     return out
 
@@ -131,7 +95,7 @@ class _Staged:
 
     def __init__(self, verifier, p, q, drafts: np.ndarray, seeds: np.ndarray, support: Optional[int]):
         self.verifier, self.p, self.q, self.drafts, self.seeds = verifier, p, q, drafts, seeds
-        torch = _torch()
+        torch = torch_module()
         device = p.device
         self.closed = verifier.name in closed_form.NAMES
         compressible = support is not None and kept_outside(verifier) is None and verifier.scheme_kind != "independent"
@@ -142,7 +106,7 @@ class _Staged:
             token, accepted = closed_form.draw(verifier, p, q, at, uniforms)
             self.tensors = [token, accepted]
         elif compressible:
-            ids, values = _top(q, support)
+            ids, values = top_entries(q, support)
             outside = torch.where(q > 0, 0.0, p)
             # the outside mass summed, not 1 - p(S) (no cancellation); its token drawn from the row's seed
             kept = ids[:, :support]
@@ -155,11 +119,11 @@ class _Staged:
         """(tokens (G,), accepted (G,)) on the host from the read ``arrays`` of :attr:`tensors`."""
         if self.closed:
             return arrays[0].astype(np.int64), arrays[1] > 0
-        if not arrays or _beyond(arrays[1], self.support):  # no bound on the support: the checked call
+        if not arrays or beyond_support(arrays[1], self.support):  # no bound on the support: the checked call
             token, accepted = checked_verify(self.verifier, self.p, self.q, self.drafts, self.seeds)
             return to_host(token), to_host(accepted)
         ids, values, p_kept, p_out, outside = arrays
-        problem = _compressed(ids, values, self.support, self.p.shape[-1], p_kept, p_out)
+        problem = compressed_from_top(ids, values, self.support, self.p.shape[-1], p_kept, p_out)
         tokens, accepted, drawn_outside = verified_on_host(self.verifier, problem, self.drafts, self.seeds)
         return np.where(drawn_outside, outside.astype(np.int64), tokens), accepted
 

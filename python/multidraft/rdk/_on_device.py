@@ -26,7 +26,7 @@ def project(vocabulary, q, renormalise: bool):
     With ``renormalise`` (TLI, [OOV] Eq. (1)) the rows are divided by q(I) and a row with q(I) = 0
     is refused."""
     torch = _torch()
-    _device._begin()
+    _device.begin_call()
     device = _device.call_device(q=q)
     law = _device.Law(q, "q", device, (1, 2))
     vocabulary._check_width(law.raw.shape[-1])
@@ -51,8 +51,8 @@ def _prior(x, size: int, device):
     when it breaks the NumPy path's rules (1-D numeric of length ``size``, finite, >= 0): read with
     the call's other flag, then the NumPy path's own check explains."""
     torch = _torch()
-    vector = _device._tensor(x, "prior", device)
-    numeric = vector.dtype.is_floating_point or vector.dtype in _device._HOST_INTEGERS
+    vector = _device.as_tensor(x, "prior", device)
+    numeric = vector.dtype.is_floating_point or _device.host_integer(vector.dtype)
     if vector.dim() != 1 or vector.shape[0] != size or not numeric:
         return vector, torch.ones((), dtype=torch.bool, device=device)
     vector = vector.to(torch.float64)
@@ -62,7 +62,7 @@ def _prior(x, size: int, device):
 def taylor(q_prime, prior, n_eff):
     """:func:`multidraft.rdk.taylor_proposal` of tensors, [OOV] Eq. (3): (B, V) rows and batched."""
     torch = _torch()
-    _device._begin()
+    _device.begin_call()
     device = _device.call_device(q_prime=q_prime, prior=prior)
     law = _device.Law(q_prime, "q_prime", device, (1, 2))
     V = law.raw.shape[-1]
@@ -85,7 +85,7 @@ def sample(matrix, q_prime, n: int, rng):
     Stage 1, i ~ q', and stage 2, j ~ M[i, :], both by inverse CDF on the device (stage 2 over M's
     CSR rows, copied to each device once); the host reads the refusal flag only. Row b's 2n
     uniforms are ``_device.row_uniforms``: the first n for stage 1, the next n for stage 2."""
-    _device._begin()
+    _device.begin_call()
     device = _device.call_device(q_prime=q_prime)
     law = _device.Law(q_prime, "q_prime", device, (1, 2))
     _device.refuse_failed(law)
@@ -103,7 +103,7 @@ def verify_block(p, proposals, drafts, rng, verify):
     ``verify`` is the one-position verification (the ``"sps"`` verifier's, whose device path this
     calls); each position's acceptance is read on the host (it decides whether the block goes on)."""
     torch = _torch()
-    _device._begin()
+    _device.begin_call()
     device = _device.call_device(p=p, proposals=proposals, drafts=drafts)
     target = _device.Law(p, "p", device, (2,))
     law = _device.Law(proposals, "proposals", device, (2,))
@@ -126,10 +126,10 @@ def discard_extension(p, q_mask):
     """The masked baseline's extension over V + 1 tokens (``verification._discard_extension``) of
     tensors: ``(p_ext, q_ext)`` (B, V + 1) float64 on their device and batched."""
     torch = _torch()
-    _device._begin()
+    _device.begin_call()
     device = _device.call_device(p=p, q_mask=q_mask)
     target = _device.Law(p, "p", device, (1, 2))
-    q = _device._tensor(q_mask, "q_mask", device)
+    q = _device.as_tensor(q_mask, "q_mask", device)
     check_mask_shape(q.shape, target.raw.shape)
     q = q.reshape(-1, q.shape[-1]).to(torch.float64)
     mass = _device.row_sums(q)

@@ -120,7 +120,7 @@ def masked_acceptance(p, q_mask) -> Union[float, np.ndarray]:
     """alpha_mask = sum min(p, q_mask) (q_mask not renormalised): float or (B,)."""
     p_ext, q_ext, batched = _discard_extension(p, q_mask)
     if _device.takes(p_ext):
-        alpha = _device.row_sums(_device._torch().minimum(p_ext, q_ext))
+        alpha = _device.row_sums(_device.torch_module().minimum(p_ext, q_ext))
         return alpha if batched else alpha[0]
     alpha = np.minimum(p_ext, q_ext).sum(axis=1)
     return alpha if batched else float(alpha[0])
