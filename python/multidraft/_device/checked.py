@@ -125,8 +125,9 @@ def compressible(verifier) -> bool:
 
 def _support_rows(call: Call, support: int):
     """The compressed problem's inputs on the device: (ids (B, m), q (B, m)) the top ``support`` + 1
-    tokens of q, most probable first (:func:`compressed.top_entries`), and p at the first ``support`` (B, m - 1),
-    both as passed (float64): the host divides them by their sums, as :class:`Compressed` divides."""
+    tokens of q, most probable first (:func:`compressed.top_entries`), and p at the first ``support``
+    (B, m - 1), both as passed (float64): the host divides them by their sums, as :class:`Compressed`
+    divides."""
     ids, values = top_entries(call.rows[call.B:2 * call.B], support)
     return ids, values, call.rows[:call.B].gather(1, ids[:, :support])
 
@@ -135,8 +136,9 @@ def verify_compressed(verifier, p, q, drafts, rng=None):
     """:meth:`Verifier.verify` of tensors, for a verifier that solves a compressed problem on the host
     (:func:`compressible`): ONE host read of the checks, the drafts, the top :data:`SUPPORT_GUESS` + 1
     of q with p there, the outside mass, the support sizes and a token drawn outside the support from
-    each row's seed (Section 6); the host builds the compressed rows (:func:`compressed.compressed_from_top`: ids
-    ascending, then the outside token) and solves them (:func:`verified_on_host`). A row with more
+    each row's seed (Section 6); the host builds the compressed rows
+    (:func:`compressed.compressed_from_top`: ids ascending, then the outside token) and solves them
+    (:func:`verified_on_host`). A row with more
     than :data:`SUPPORT_GUESS` tokens (known from the sizes read) costs a second read, of the exact
     support."""
     call = Call(verifier, p, q, drafts, outside=True)
@@ -159,7 +161,7 @@ def verify_compressed(verifier, p, q, drafts, rng=None):
         ids, values, p_kept = read_together(*_support_rows(call, support))
     p_scale, q_scale, outside_sums = call.host_sums[:B], call.host_sums[B:2 * B], call.host_sums[2 * B:]
     problem = compressed_from_top(ids, values / q_scale[:, None], support, call.V, p_kept / p_scale[:, None],
-                          outside_sums / p_scale)
+                                  outside_sums / p_scale)
     tokens, accepted, drawn_outside = verified_on_host(verifier, problem, call.d, seeds)
     token = to_device(np.where(drawn_outside, outside_tokens, tokens), call.device)
     hit = to_device(accepted, call.device)

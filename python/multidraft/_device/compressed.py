@@ -44,7 +44,8 @@ class Compressed:
         """The host side only (:meth:`groups`, :meth:`problem`, :meth:`drafts`) of rows compressed
         elsewhere (the generation loop's one read: :mod:`multidraft._device.loop`), in the layout above."""
         compressed = cls.__new__(cls)
-        compressed.count, compressed.host_ids, compressed.p_c, compressed.q_c, compressed.V = count, host_ids, p_c, q_c, V
+        compressed.count, compressed.host_ids, compressed.p_c = count, host_ids, p_c
+        compressed.q_c, compressed.V = q_c, V
         return compressed
 
     @staticmethod
@@ -219,7 +220,8 @@ def beyond_support(values: np.ndarray, support: int) -> bool:
     return values.shape[1] > support and bool((values[:, support] > 0).any())
 
 
-def compressed_from_top(ids: np.ndarray, values: np.ndarray, support: int, V: int, p_kept=None, p_out=None) -> Compressed:
+def compressed_from_top(ids: np.ndarray, values: np.ndarray, support: int, V: int, p_kept=None,
+                        p_out=None) -> Compressed:
     """The host side of :class:`Compressed` from the top tokens of :func:`top_entries` (ids and q (N, m)),
     and for a verify call p at them (N, m - 1 or more) and the outside mass (N,): each row's support
     ids ascending, its q (then the outside token's 0) and p (then the outside mass)."""
