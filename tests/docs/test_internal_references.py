@@ -4,7 +4,7 @@ The README, docs/, and the docstrings and comments of python/, scripts/, cpp/ an
 generators cite papers by their short keys ([GR], [OOV], [NH], [CD], [HUB]) and their own
 numbering, and state requirements and reasons directly. Refused, case-insensitive:
 
-- references to the project's tracker: "the issue", "issue N", "issue #N";
+- pointers to discussions a reader cannot see: "the issue", "issue N", "issue #N";
 - private labels: "spec §", "seed 00N";
 - workspace paths and machine-specific wording: "/work/", "../shared", "this project's N-core".
 
