@@ -23,7 +23,7 @@ draft_length=L`` is the tree of n chains of L tokens), any verifier of :func:`mu
 The law ``p`` (and ``q``) is what plain sampling would draw from: the logits processors (or
 temperature / top-k / top-p) applied at every position with that position's own prefix.
 
-Caches (see ``_tree``): each prompt is one row of both models' caches; the tree's nodes are slots
+Caches (see ``_cache``): each prompt is one row of both models' caches; the tree's nodes are slots
 under a 4-D attention mask (each node sees its ancestors) with true position ids (sliding windows
 applied by position), and the accepted path is kept by gathering the cache. Nothing is copied ``n``
 times, no prompt is encoded twice, and no hole is ever left. Models whose cache this cannot keep
@@ -51,7 +51,7 @@ __all__ = ["decode", "generate", "prune_draft_head", "warp_probabilities", "Tree
 
 # The loop lives in private modules, one job each: _setup (a call's checked arguments), _draft,
 # _score and _verify (the three steps of a round), _loop (rounds until every row stops), _generate
-# (the two entry points), _stats (what a call reports); _shape, _round, _slots, _tree, _budget,
+# (the two entry points), _stats (what a call reports); _shape, _round, _slots, _cache, _budget,
 # _auto, _search, _laws and _oov serve them.
 
 #: The default verifier: Global Resolution ([GR] Algorithm 1 with the exact output correction), the

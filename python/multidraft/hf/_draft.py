@@ -13,7 +13,7 @@ from ._round import RoundTree
 from ._setup import Setup
 from ._shape import Tree
 from ._slots import ancestor_tables, node_slots, pending_slots
-from ._tree import TreeCache
+from ._cache import TreeCache
 
 
 def draft_round(s: Setup, shape: Tree, cache: TreeCache, pending, active, rows, rngs, V: int,

@@ -16,7 +16,7 @@ from ._loop import run
 from ._oov import DraftVocabulary
 from ._setup import DEFAULT_VERIFIER, Setup, read_prompts, read_tree, resolve_verifier, token_ids
 from ._stats import GenerationResult, MultiDraftOutput
-from ._tree import check_model
+from ._cache import check_model
 
 
 def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional[int] = None,

@@ -13,7 +13,7 @@ from ._draft import draft_round, support_bound
 from ._score import score_round
 from ._setup import Setup, row_generators
 from ._stats import GenerationStats
-from ._tree import TreeCache, check_model
+from ._cache import TreeCache, check_model
 from ._verify import until_stop, verify_rows
 
 

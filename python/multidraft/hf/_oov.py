@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..rdk import AffinityMatrix, VocabularyMap, frequency_ranked
-from ._tree import logit_width
+from ._cache import logit_width
 
 
 class DraftVocabulary:

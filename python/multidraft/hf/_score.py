@@ -10,7 +10,7 @@ from ._laws import Law
 from ._round import RoundTree
 from ._setup import Setup
 from ._slots import ancestor_tables, node_slots, pending_slots
-from ._tree import TreeCache
+from ._cache import TreeCache
 
 
 def score_round(s: Setup, cache: TreeCache, pending, active, rows, trees: List[RoundTree], V: int,

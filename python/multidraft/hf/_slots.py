@@ -1,4 +1,4 @@
-"""A round's model inputs as cache slots (see ``_tree``): the tokens each model has not read yet,
+"""A round's model inputs as cache slots (see ``_cache``): the tokens each model has not read yet,
 and draft nodes of the rows' trees (``_round``) with their true positions and ancestry.
 
 Slots are built on the host, in NumPy, from what the loop knows (the tokens, the trees and the
@@ -11,7 +11,7 @@ from typing import List, NamedTuple, Sequence
 import numpy as np
 
 from ._round import RoundTree
-from ._tree import TreeCache
+from ._cache import TreeCache
 
 
 class Slots(NamedTuple):

@@ -1,4 +1,4 @@
-"""The bookkeeping of multidraft.hf's KV cache (hf/_tree.py, hf/_slots.py) lives on the host: a
+"""The bookkeeping of multidraft.hf's KV cache (hf/_cache.py, hf/_slots.py) lives on the host: a
 forward pass and a commit read nothing from the device and launch nothing of their own but one copy
 per forward (none on a CPU) and a commit's gathers; a mask is the bits of 0 and finfo.min in the
 model's dtype; a commit that slices keeps what a gather keeps. (That the masks, positions and
@@ -11,7 +11,7 @@ import torch
 from transformers import DynamicCache
 
 from multidraft.bench.launches import Launches
-from multidraft.hf._tree import TreeCache, _mask_values, _upload, check_model
+from multidraft.hf._cache import TreeCache, _mask_values, _upload, check_model
 from hf_models import tiny_model
 
 _BITS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
