@@ -1,4 +1,4 @@
-"""multidraft.hf._search: the shape search behind tree="auto".
+"""multidraft.hf.planner: the shape search behind tree="auto".
 
 Oracles: closed forms for chains and stars; EVERY parent tuple with at most 7 nodes (5914 trees),
 evaluated here independently of the module, for random and adversarial acceptance curves (ties,
@@ -11,8 +11,8 @@ import threading
 import numpy as np
 import pytest
 
-from multidraft.hf._search import (AcceptanceEstimate, best_trees, choose_tree, expected_tokens, measure_costs,
-                                   round_seconds)
+from multidraft.hf.planner import (AcceptanceEstimate, best_trees, choose_tree, expected_tokens, measure_costs,
+                                    round_seconds)
 
 MAX_NODES = 7
 TOL = 1e-12

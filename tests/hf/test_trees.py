@@ -246,7 +246,7 @@ def test_the_same_models_from_several_threads_give_what_one_thread_gives(pairs):
 def test_each_verifier_s_largest_group_at_loop_speed():
     """From each verifier's node_subsets: otlp's network over subsets of at most n of the support,
     Global Resolution's summed groups up to 6, khisti's pairwise weights, fixed n, the others any."""
-    from multidraft.hf._budget import largest_group
+    from multidraft.hf.planner import largest_group
 
     expected = {("otlp", 32): 2, ("otlp", 16): 4, ("otlp", 3): None, ("global_resolution", 32): 6,
                 ("global_resolution", 8): None, ("khisti", 100): 1, ("khisti", 50): None, ("rrs", 32000): None,

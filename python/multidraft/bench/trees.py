@@ -29,10 +29,8 @@ import torch
 
 import multidraft as md
 from .. import hf
-from ..hf._auto import cost_curve
-from ..hf._budget import largest_group
-from ..hf._laws import AUTO_DRAFT_TOKENS, truncate_draft
-from ..hf._search import best_trees, expected_tokens, round_seconds
+from ..hf.planner import (AUTO_DRAFT_TOKENS, best_trees, cost_curve, expected_tokens, largest_group, round_seconds,
+                          truncate_draft)
 from .dataset import load_next_token_pairs
 
 #: Depths and node budgets of the grid.

@@ -51,8 +51,8 @@ __all__ = ["decode", "generate", "prune_draft_head", "warp_probabilities", "Tree
 
 # The loop lives in private modules, one job each: _setup (a call's checked arguments), _draft,
 # _score and _verify (the three steps of a round), _loop (rounds until every row stops), _generate
-# (the two entry points), _stats (what a call reports); _shape, _round, _slots, _cache, _budget,
-# _auto, _search, _laws and _oov serve them.
+# (the two entry points), _stats (what a call reports); _shape, _round, _slots, _cache, _laws and
+# _oov serve them, and the subpackage planner (tree="auto" and each verifier's largest group).
 
 #: The default verifier: Global Resolution ([GR] Algorithm 1 with the exact output correction), the
 #: exact output law with acceptance within its bound of alpha* at the speed of a few passes over the

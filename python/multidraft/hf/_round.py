@@ -22,7 +22,7 @@ _SINGLE = make_verifier("sps")
 
 def group_verifier(v: Verifier, group_size: int, cap: Optional[int]) -> Tuple[Verifier, int]:
     """(the verifier of a group of ``group_size`` child slots, how many drafts it draws): ``v``
-    with all of them up to ``cap`` (the rest stay empty, see ``_budget``), but ``"sps"`` for a
+    with all of them up to ``cap`` (the rest stay empty, see ``planner.budget``), but ``"sps"`` for a
     single slot under a verifier that takes a fixed n > 1 (``"spechub"``)."""
     if v.fixed_n is not None and group_size < v.fixed_n:
         return _SINGLE, 1

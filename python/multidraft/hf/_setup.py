@@ -10,12 +10,11 @@ import torch
 
 from .. import _validation as check
 from ..verifiers import Verifier, verifier as make_verifier
-from ._auto import AutoTree, read_budget
-from ._budget import check_group, largest_group
 from ._laws import AUTO_DRAFT_TOKENS, Law
 from ._oov import DraftVocabulary
 from ._shape import Tree
 from ._stats import GenerationStats
+from .planner import AutoTree, check_group, largest_group, read_budget
 
 # The default verifier and the options of verifiers given by name (documented where the package
 # exports them, multidraft.hf.DEFAULT_VERIFIER and multidraft.hf.NAMED_OPTIONS).
@@ -98,7 +97,7 @@ class Setup:
 
     def start(self, V: int) -> None:
         """Before any forward pass: set ``group_cap``, the most drafts the verifier draws at one
-        node (see ``_budget``), after a ValueError for a shape whose verification would stall;
+        node (see ``planner.budget``), after a ValueError for a shape whose verification would stall;
         with ``tree="auto"`` build the planner (its cost curves are measured on first use)."""
         support = V if self.draft_top_k is None else min(V, AUTO_DRAFT_TOKENS if self.draft_top_k == "auto"
                                                             else self.draft_top_k)

@@ -1,6 +1,6 @@
 """``tree="auto"``: each round's draft tree chosen for the most expected tokens per second, from
-the run's own acceptance statistics and the models' measured cost curves (``_search``;
-docs/design/tree-search.md).
+the run's own acceptance statistics (``acceptance``) and the models' measured cost curves
+(``costs``), searched by ``search`` (docs/design/tree-search.md).
 
 The cost curves (seconds of a target pass over m + 1 tokens, of a draft pass over w tokens) are
 measured once per model, device and dtype on the first call and kept for the process; what the
@@ -19,9 +19,11 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from ._search import AcceptanceEstimate, choose_tree, measure_costs, round_seconds
-from ._shape import Tree
-from ._stats import GenerationStats
+from .._shape import Tree
+from .._stats import GenerationStats
+from .acceptance import AcceptanceEstimate
+from .costs import measure_costs, round_seconds
+from .search import choose_tree
 
 #: Node budget of ``tree="auto"`` when ``node_budget`` is not given.
 DEFAULT_NODE_BUDGET = 16
@@ -118,7 +120,7 @@ class AutoTree:
 def read_budget(tree, node_budget) -> Tuple[bool, Optional[int]]:
     """(whether the call asks for ``tree="auto"``, its node budget); ValueError for a budget
     without ``tree="auto"``."""
-    from .. import _validation as check
+    from ... import _validation as check
 
     auto = isinstance(tree, str) and tree == "auto"
     if node_budget is not None and not auto:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..verifiers import Verifier
-from ._shape import MAX_NODES
+from ...verifiers import Verifier
+from .._shape import MAX_NODES
 
 #: Most draft subsets a verifier may enumerate at one node (a few milliseconds of max-flow).
 MAX_NODE_SUBSETS = 5000
