@@ -21,11 +21,11 @@
 #include "options.hpp"
 #include "multidraft/batch/batched_calls.hpp"
 #include "multidraft/batch/row_runs.hpp"
-#include "multidraft/detail/thread_pool.hpp"
+#include "multidraft/batch/thread_pool.hpp"
 #include "multidraft/global_resolution/plan.hpp"
 #include "multidraft/otlp/otlp_plan.hpp"
 #include "multidraft/otlp/relaxed_network.hpp"
-#include "multidraft/plans/verifier_registry.hpp"
+#include "multidraft/registry/verifier_registry.hpp"
 
 namespace py = pybind11;
 using namespace multidraft;

@@ -12,7 +12,7 @@
 #include "multidraft/core/draft_scheme.hpp"
 #include "multidraft/global_resolution/plan.hpp"
 #include "multidraft/otlp/otlp_plan.hpp"
-#include "multidraft/plans/verifier_registry.hpp"
+#include "multidraft/registry/verifier_registry.hpp"
 
 namespace multidraft_bindings {
 

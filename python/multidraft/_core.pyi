@@ -20,7 +20,7 @@ MAX_NETWORK_ARCS: float
 MAX_THREADS: int
 
 def set_num_threads(k: int) -> None:
-    """Threads of the batch pool (thread_pool.hpp), the calling thread included; 1 <= k <= MAX_THREADS."""
+    """Threads of the batch pool (batch/thread_pool.hpp), the calling thread included; 1 <= k <= MAX_THREADS."""
 def get_num_threads() -> int: ...
 
 def optimal_subset(
@@ -84,7 +84,7 @@ def acceptance_rate_checked(
 def acceptance(
     method: str, p: npt.NDArray[np.float64], q: npt.NDArray[np.float64], n: int, options: VerifierOptions = ...,
 ) -> npt.NDArray[np.float64]:
-    """Exact acceptance (B,) of a verifier method per row (plans/verifier_registry.hpp)."""
+    """Exact acceptance (B,) of a verifier method per row (registry/verifier_registry.hpp)."""
 def row_scales(x: npt.NDArray[np.float64], tolerance: float) -> npt.NDArray[np.float64] | None:
     """C-contiguous float64 (B, V) -> 1 / row sums (B,), or None when a row is refused as by
     `normalised_rows`; x times its scale is, entry by entry, the row normalised_rows writes."""

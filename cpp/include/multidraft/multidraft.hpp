@@ -23,7 +23,7 @@
 #include "multidraft/oov/rdk_proposal.hpp"
 #include "multidraft/oov/vocabulary_map.hpp"
 
-#include "multidraft/plans/plan_sampling.hpp"
-#include "multidraft/plans/verifier_registry.hpp"  // every verifier by name
+#include "multidraft/registry/plan_sampling.hpp"
+#include "multidraft/registry/verifier_registry.hpp"  // every verifier by name
 
 #include "multidraft/batch/batched_calls.hpp"  // batched transport / verify / acceptance on the pool

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "multidraft/batch/parallel_rows.hpp"
-#include "multidraft/plans/verifier_registry.hpp"
+#include "multidraft/registry/verifier_registry.hpp"
 
 namespace multidraft {
 

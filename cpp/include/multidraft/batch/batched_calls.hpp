@@ -19,8 +19,8 @@
 #include "multidraft/otlp/subset_selection.hpp"
 #include "multidraft/baselines/single_draft.hpp"
 #include "multidraft/baselines/spectr.hpp"
-#include "multidraft/plans/plan_sampling.hpp"
-#include "multidraft/plans/verifier_registry.hpp"
+#include "multidraft/registry/plan_sampling.hpp"
+#include "multidraft/registry/verifier_registry.hpp"
 
 namespace multidraft {
 

@@ -1,5 +1,5 @@
 // The driver of every batched plan call (transport, verify): a plan per (p, q) row from the
-// verifier registry (plans/verifier_registry.hpp), used at that row's drafts. Consecutive equal
+// verifier registry (registry/verifier_registry.hpp), used at that row's drafts. Consecutive equal
 // rows (many draft tuples for one context, row_runs.hpp) share one plan, built at the run's first
 // row once its drafts are checked drawable, so an exact plan is solved once per context.
 #pragma once
@@ -11,7 +11,7 @@
 #include "multidraft/batch/row_runs.hpp"
 #include "multidraft/core/distribution.hpp"
 #include "multidraft/core/draft_scheme.hpp"
-#include "multidraft/plans/verifier_registry.hpp"
+#include "multidraft/registry/verifier_registry.hpp"
 
 namespace multidraft {
 
