@@ -33,7 +33,7 @@ def _unbatch(values: np.ndarray, batched: bool) -> Union[float, np.ndarray]:
 
 
 class Verifier:
-    """Base class: the core's verifier registry (plans/verifier_registry.hpp) under ``core_method``.
+    """Base class: the core's verifier registry (registry/verifier_registry.hpp) under ``core_method``.
 
     Subclasses set ``name``, ``scheme_kind`` (the draft scheme), ``fixed_n``, ``core_method`` and
     the core's options; a verifier run from Python instead overrides ``_transport`` and
