@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from multidraft.bench import rdk as bench
+from multidraft.bench import oov as bench
 from multidraft.bench.cli import main as bench_main
 
 

@@ -62,7 +62,7 @@ def test_tree_rows_run_on_tiny_models(dataset):
 
 
 def test_many_rounds_reports_a_mean_and_its_error():
-    from multidraft.bench.hf import format_many_rounds, many_rounds
+    from multidraft.bench.generation import format_many_rounds, many_rounds
 
     target, draft = tiny_pair("gpt2")
     prompts = torch.tensor([[0, 1, 2, 3], [4, 5, 6, 7]])

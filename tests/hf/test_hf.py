@@ -329,7 +329,7 @@ def test_warping_matches_transformers_sampling_processors(temperature, top_k, to
 
 
 def test_generation_benchmark_runs_on_tiny_models(pairs):
-    from multidraft.bench.hf import compare, format_rows
+    from multidraft.bench.generation import compare, format_rows
 
     target, draft = pairs["llama"]
     rows = compare(target, draft, torch.tensor([PROMPT]), new_tokens=6, repeats=1, configs=[("otlp", 2)],

@@ -133,7 +133,7 @@ def test_refusals(oov):
 
 
 def test_generation_benchmark_runs_with_pruned_drafts(oov, tmp_path):
-    from multidraft.bench.hf import compare, format_rows, pruned_drafters
+    from multidraft.bench.generation import compare, format_rows, pruned_drafters
 
     target, draft, *_ = oov["llama"]
     dataset = tmp_path / "pairs.npz"

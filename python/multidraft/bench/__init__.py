@@ -3,7 +3,10 @@
 Times exact multi-draft verifiers (ms per token) on generated (target p, draft q) pairs.
 Modules: :mod:`~multidraft.bench.distributions` (the pair generator, importable without the
 compiled core), :mod:`~multidraft.bench.runner` (timing loop), :mod:`~multidraft.bench.report`
-(table, JSON, CSV), :mod:`~multidraft.bench.cli` (command line, :func:`main`).
+(table, JSON, CSV), :mod:`~multidraft.bench.cli` (command line, :func:`main`). Its flags run the
+other benchmarks: ``--generation`` :mod:`~multidraft.bench.generation` (its token-tree table:
+:mod:`~multidraft.bench.trees`), ``--rdk`` :mod:`~multidraft.bench.oov`, ``--launches``
+:mod:`~multidraft.bench.launches`.
 """
 
 from .distributions import REGIMES, Regime, make_pairs
@@ -14,6 +17,16 @@ def main(argv=None) -> int:
     from .cli import main as _main
 
     return _main(argv)
+
+
+def __getattr__(name: str):
+    """``rdk``: the former name of :mod:`~multidraft.bench.oov` (the RDK benchmark), kept for
+    ``from multidraft.bench import rdk`` in notebooks/make_rdk_notebook.py."""
+    if name == "rdk":
+        from . import oov
+
+        return oov
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["REGIMES", "Regime", "make_pairs", "main"]

@@ -113,9 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: Flags that run another benchmark module's ``main``: [OOV]'s (bench/rdk.py), generation (bench/hf.py),
-#: launch counts (bench/launches.py).
-SUBCOMMANDS = {"--rdk": "rdk", "--generation": "hf", "--launches": "launches"}
+#: Flags that run another benchmark module's ``main``: [OOV]'s (bench/oov.py), generation
+#: (bench/generation.py), launch counts (bench/launches.py).
+SUBCOMMANDS = {"--rdk": "oov", "--generation": "generation", "--launches": "launches"}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -1,7 +1,7 @@
 """Generation benchmark: multi-draft decoding inside ``model.generate`` against its peers.
 
 ``python -m multidraft.bench --generation [--pair data/pair] [--new-tokens 64] [--repeats 5]`` (the
-same as ``python -m multidraft.bench.hf``) loads the trained pair of ``scripts/train_pair.py`` and
+same as ``python -m multidraft.bench.generation``) loads the trained pair of ``scripts/train_pair.py`` and
 compares, on one prompt with the same generation arguments (sampling at the models' defaults,
 exactly ``--new-tokens`` tokens):
 
@@ -30,12 +30,13 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from .inflate import inflate, parse_shape
+from .timing import timed_runs
 from .trees import BUDGETS, DEPTHS, compare_trees, format_tree_rows, summary
 
 #: (verifier, n) compared by default: single draft, the exact optimum, and K-SEQ.
@@ -46,22 +47,6 @@ OOV_CONFIGS: Tuple[Tuple[str, int], ...] = (("sps", 1), ("otlp", 2))
 TAUS = (0.01, 0.03, 0.1, 0.3, 1.0)
 #: Draft/target cost ratios of the prediction table: 0.1-0.2 is e.g. a 1 B draft for an 8 B target.
 DEPLOYMENT_RATIOS = (0.05, 0.1, 0.15, 0.2, 0.3)
-
-
-def _timed(run: Callable[[int], object], repeats: int, passes: Dict[str, int]):
-    """One warm-up run, then ``repeats`` runs: (median seconds, target passes, outputs)."""
-    from .methods import time_ms
-
-    def synchronised(i):  # a CUDA run ends when its kernels have
-        out = run(i)
-        if torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-        return out
-
-    synchronised(repeats)
-    passes["n"] = 0
-    timed = [time_ms(synchronised, i) for i in range(repeats)]
-    return float(np.median([ms for ms, _ in timed])) / 1e3, passes["n"], [out for _, out in timed]
 
 
 def pruned_drafters(draft, dataset: Path, fractions: Sequence[float]):
@@ -118,13 +103,13 @@ def compare(target, draft, prompt: torch.Tensor, new_tokens: int, repeats: int,
     rows = []
     try:
         for label, extra in (("target.generate", {}), ("transformers assisted", {"assistant_model": draft})):
-            seconds, calls, _ = _timed(lambda i: target.generate(prompt, **extra, **common), repeats, passes)
+            seconds, calls, _ = timed_runs(lambda i: target.generate(prompt, **extra, **common), repeats, passes)
             rows.append(dict(method=label, n=1, tokens_per_pass=repeats * new_tokens / calls, seconds=seconds))
         plain = rows[0]["seconds"]
         lengths = [draft_length] if isinstance(draft_length, int) else list(draft_length)
         drafters = [("", name, n, dict(draft_model=draft)) for name, n in configs] + list(oov)
         for (label, name, n, models), length in [(d, length) for d in drafters for length in lengths]:
-            seconds, calls, outputs = _timed(lambda i: target.generate(
+            seconds, calls, outputs = timed_runs(lambda i: target.generate(
                 prompt, custom_generate=hf.decode, num_drafts=n, draft_length=length, verifier=name,
                 draft_top_k=draft_top_k, seed=i, return_dict_in_generate=True, **models, **common), repeats, passes)
             stats = _total([o.multidraft for o in outputs])

@@ -32,6 +32,7 @@ from .. import hf
 from ..hf.planner import (AUTO_DRAFT_TOKENS, best_trees, cost_curve, expected_tokens, largest_group, round_seconds,
                           truncate_draft)
 from .dataset import load_next_token_pairs
+from .timing import timed_runs
 
 #: Depths and node budgets of the grid.
 DEPTHS = (2, 3, 4, 5, 6)
@@ -83,8 +84,6 @@ def compare_trees(target, draft, prompt: torch.Tensor, new_tokens: int, repeats:
                   verifier: str = "global_resolution", plain_seconds: float = None) -> List[dict]:
     """The rows of the tree table (module docstring); ``plain_seconds``: ``target.generate``'s
     median time for the same tokens (measured here when not given)."""
-    from .hf import _timed  # bench.hf imports this module
-
     widest = largest_group(md.verifier(verifier), AUTO_DRAFT_TOKENS) or TOPK_GROUP
     acceptance = pair_acceptance(dataset, verifier, min(widest, max(budgets)), top_k=TOP_K)
     topk_acceptance = pair_acceptance(dataset, "topk", TOPK_GROUP, top_k=TOP_K)
@@ -94,7 +93,7 @@ def compare_trees(target, draft, prompt: torch.Tensor, new_tokens: int, repeats:
                   attention_mask=torch.ones_like(prompt), pad_token_id=target.generation_config.eos_token_id)
     try:
         if plain_seconds is None:
-            plain_seconds, _, _ = _timed(lambda i: target.generate(prompt, **common), repeats, passes)
+            plain_seconds, _, _ = timed_runs(lambda i: target.generate(prompt, **common), repeats, passes)
         with torch.inference_mode():
             draft_step = float(cost_curve(draft, prompt[0], 1)[1] / cost_curve(target, prompt[0], 1)[1])
         shapes = grid(acceptance, topk_acceptance, depths, budgets, verifier)
@@ -103,7 +102,7 @@ def compare_trees(target, draft, prompt: torch.Tensor, new_tokens: int, repeats:
         for kind, name, D, m, parents in shapes:
             tree = "auto" if parents is None else hf.Tree(parents)
             extra = dict(node_budget=m) if parents is None else {}
-            seconds, calls, outputs = _timed(lambda i: target.generate(
+            seconds, calls, outputs = timed_runs(lambda i: target.generate(
                 prompt, custom_generate=hf.decode, tree=tree, verifier=name, seed=i, return_dict_in_generate=True,
                 draft_model=draft, **extra, **common), repeats, passes)
             stats = [o.multidraft for o in outputs]
