@@ -25,7 +25,7 @@ RDK = [
         "import numpy as np\n"
         "import matplotlib.pyplot as plt\n"
         "import multidraft as md\n"
-        "from multidraft.bench import rdk as bench\n\n"
+        "from multidraft.bench import oov as bench\n\n"
         "QUICK = os.environ.get('MULTIDRAFT_NOTEBOOK_QUICK') == '1'\n"
         "V, CONTEXTS, TOP_K = (600, 160, 32) if QUICK else (4000, 1200, 64)\n"
         "data = bench.synthetic_pairs(V, CONTEXTS, seed=0)\n"
@@ -66,7 +66,7 @@ RDK = [
     ),
     new_markdown_cell(
         "## Acceptance against pruning level (the shape of Fig. 7)\n\n"
-        "`multidraft.bench.rdk.acceptance_vs_pruning` takes arrays (p, q, target logits, token counts), so "
+        "`multidraft.bench.oov.acceptance_vs_pruning` takes arrays (p, q, target logits, token counts), so "
         "the same cell runs on real next-token distributions (`python -m multidraft.bench --rdk --dataset "
         "PATH`). tau and the tuned n_eff are selected on held-out tuning contexts, acceptance is measured "
         "on separate test contexts."

@@ -19,14 +19,4 @@ def main(argv=None) -> int:
     return _main(argv)
 
 
-def __getattr__(name: str):
-    """``rdk``: the former name of :mod:`~multidraft.bench.oov` (the RDK benchmark), kept for
-    ``from multidraft.bench import rdk`` in notebooks/make_rdk_notebook.py."""
-    if name == "rdk":
-        from . import oov
-
-        return oov
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = ["REGIMES", "Regime", "make_pairs", "main"]
