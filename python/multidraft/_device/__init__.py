@@ -43,8 +43,6 @@ from .tensors import call_device, to_device, torch_module
 # ----------------------------------------------------------------------------- which calls
 
 _TENSOR_TYPE = None  # torch.Tensor once torch is imported: torch stays optional
-
-
 # torch's dtypes the host path tells apart, set with _TENSOR_TYPE (constants)
 _HOST_INTEGERS, _BFLOAT16 = (), None
 

@@ -139,6 +139,8 @@ def host_tokens(drafts, V: int, n: Optional[int], ndims) -> np.ndarray:
     return check.tokens(drafts, V, n, ndims=ndims)
 
 
+# ----------------------------------------------------------------------------- a truncated [CD] Algorithm 2
+
 def kept_outside(verifier):
     """The tokens outside S a verifier's compressed problem keeps one by one (None: none).
 
@@ -169,6 +171,8 @@ def truncation_for(verifier, p_c: np.ndarray, q_c: np.ndarray, k: int) -> int:
     keys = p_c[:k + 1] - q_c[:k + 1] ** 2
     return s + 1 if np.count_nonzero(keys[:k] >= keys[k]) < s else s
 
+
+# ----------------------------------------------------------------------------- the host's side of a call
 
 def solver_groups(verifier, compressed: Compressed, independent: bool):
     """(rows, k, the verifier solving them, p_c, q_c) per group of rows with one compressed shape."""
@@ -206,6 +210,8 @@ def drawn_on_host(verifier, compressed: Compressed, n: int, rngs: Sequence) -> n
             out[row] = compressed.host_ids[row, host_body(verifier.draft)(law, n, rngs[row])]
     return out
 
+
+# ----------------------------------------------------------------------------- from a read of the top entries
 
 def top_entries(q, support: int):
     """(ids (N, m), q there (N, m)), most probable first, m = min(support + 1, V): every token of q's

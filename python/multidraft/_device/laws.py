@@ -130,6 +130,8 @@ def laws(p, q, n: Optional[int], kind: str, device, measure: bool = True):
     return target, draft, n, batched
 
 
+# ----------------------------------------------------------------------------- softmax
+
 def softmax(logits, temperature: float = 1.0):
     """:func:`multidraft.softmax` of a tensor: float64 on its device, the same rules and messages."""
     probs, flags = softmax_deferred(logits, temperature)

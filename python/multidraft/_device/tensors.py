@@ -48,6 +48,8 @@ class PerDevice:
             return self._copies[device]
 
 
+# ----------------------------------------------------------------------------- host traffic
+
 _traffic = threading.local()
 
 
@@ -117,6 +119,8 @@ def to_device(array: np.ndarray, device):
     _traffic.to_device = last_device_bytes() + array.nbytes
     return torch_module().from_numpy(array).to(device)
 
+
+# ----------------------------------------------------------------------------- row sums
 
 def row_sums(x):
     """float64 sums over the last axis, in the same order for a row alone or in any batch, on any device:
