@@ -42,9 +42,10 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
     target's greedy output). ``seed``: int, sequence of B ints (one per prompt) or
     ``numpy.random.Generator``; row b of a batch equals a one-prompt call with
     ``seed=multidraft.row_seeds(seed, B)[b]``. ``draft_top_k``: draw the drafts from the draft law
-    truncated to its k most probable tokens (the verifier sees that law, the target is untouched:
-    same output law, cheaper exact verifiers at large vocabularies); ``"auto"`` (the default): the
-    fewest tokens holding 99.5% of the draft's mass, at most 32; None: the whole law. A request
+    truncated to its k most probable tokens, ties at the cut to the lower token ids (the verifier
+    sees that law, the target is untouched: same output law, cheaper exact verifiers at large
+    vocabularies); ``"auto"`` (the default): the fewest tokens holding 99.5% of the draft's mass, at
+    most 32; None: the whole law. A request
     whose verification would take seconds per token (an exact network verifier over a large draft
     support) is refused at once with a ValueError saying what to change. ``eos_token_id``: an id or a
     list of ids that end a row (then ``pad_token_id``, default the target's or 0). ``kv_cache``:
