@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _validation as check
 from . import host_body
-from .tensors import row_sums, to_device, to_host, torch_module
+from .tensors import leading, row_sums, to_device, to_host, torch_module
 from .laws import Law
 
 
@@ -155,10 +155,8 @@ def kept_outside(verifier):
     def keep(p, support):
         torch = torch_module()
         outside = torch.where(support, -1.0, p)  # p >= 0: kept tokens rank below every outside one
-        s_th = outside.topk(min(s, p.shape[-1]), -1).values[:, -1:]
-        above = outside > s_th
-        tied = (outside == s_th) & ((outside == s_th).cumsum(-1) <= s - above.sum(-1, keepdim=True))
-        return (above | tied) & ~support
+        places = min(s, p.shape[-1])
+        return leading(outside, outside.topk(places, -1).values[:, -1:], places) & ~support
 
     return keep
 

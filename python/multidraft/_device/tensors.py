@@ -122,6 +122,16 @@ def to_device(array: np.ndarray, device):
 
 # ----------------------------------------------------------------------------- row sums
 
+def leading(x, cut, count):
+    """True at exactly ``count`` (an int or (N, 1)) entries of each row of ``x`` (N, V): those above
+    ``cut`` (N, 1), the row's count-th largest value, then those equal to it, lowest index first.
+    The ties are ranked by an integer cumulative sum: the same order on any device and in any batch
+    (the core's stable sort ranks them the same way)."""
+    above = x > cut
+    tied = x == cut
+    return above | tied & (tied.cumsum(-1) <= count - above.sum(-1, keepdim=True))
+
+
 def row_sums(x):
     """float64 sums over the last axis, in the same order for a row alone or in any batch, on any device:
     a pairwise tree of elementwise additions (the row padded with zeros to a power of two, then

@@ -17,7 +17,7 @@ import torch
 
 from .. import _device
 from .. import _validation as check
-from .._device import row_sums
+from .._device import leading, row_sums
 from ..logits import softmax
 
 
@@ -120,24 +120,15 @@ def truncate_draft(q, k):
         k = min(AUTO_DRAFT_TOKENS, q.shape[-1])
         top = q.topk(k, dim=-1).values  # (N, k) descending
         count = (top.cumsum(-1) < AUTO_DRAFT_MASS * row_sums(q).unsqueeze(-1)).sum(-1, keepdim=True).clamp(max=k - 1)
-        keep = _leading(q, top.gather(-1, count), count + 1)
+        keep = leading(q, top.gather(-1, count), count + 1)
         top = torch.where(torch.arange(k, device=q.device) <= count, top, 0.0)
     elif k >= q.shape[-1]:
         return normalised(q)
     else:
         top = q.topk(k, dim=-1).values
-        keep = _leading(q, top[..., -1:], k)
+        keep = leading(q, top[..., -1:], k)
     # the kept entries are the top values (tied entries are equal): their sum over k numbers, not V
     return torch.where(keep, q, 0.0) / row_sums(top).unsqueeze(-1)
-
-
-def _leading(q: torch.Tensor, cut: torch.Tensor, count) -> torch.Tensor:
-    """True at exactly ``count`` (an int or (N, 1)) entries of each row of ``q`` (N, V): those above
-    ``cut`` (N, 1), the row's count-th largest value, then those equal to it, lowest index first
-    (an integer cumulative sum: the same order on any device and in any batch)."""
-    above = q > cut
-    tied = q == cut
-    return above | tied & (tied.cumsum(-1) <= count - above.sum(-1, keepdim=True))
 
 
 def draft_top_k_option(value):
