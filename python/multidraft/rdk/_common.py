@@ -16,6 +16,24 @@ def no_shared_mass(row: int) -> ValueError:
                       "at this position and let the target sample")
 
 
+def save_arrays(path, kind: str, **arrays) -> None:
+    """Write ``arrays`` to the .npz file ``path``, tagged with ``kind`` (the class that reads it)."""
+    np.savez(path, multidraft_kind=np.array(kind), **arrays)
+
+
+def load_arrays(path, kind: str, names: Tuple[str, ...]) -> dict:
+    """The arrays ``names`` of a file written by :func:`save_arrays` for ``kind``; ValueError for
+    any other file (not a .npz, another kind, a missing array)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            found = {name: data[name] for name in data.files}
+    except (OSError, ValueError):
+        raise ValueError(f"{path!s} is not a saved {kind}: not a NumPy .npz archive of arrays") from None
+    if str(found.get("multidraft_kind", "")) != kind or any(name not in found for name in names):
+        raise ValueError(f"{path!s} is not a saved {kind}: it holds {sorted(found)}")
+    return {name: found[name] for name in names}
+
+
 def check_block_shape(p_shape, L: int, V: int) -> None:
     """Refuse a draft block whose target laws ``p`` are not (L + 1, V) for L proposals of width V."""
     if tuple(p_shape) != (L + 1, V):

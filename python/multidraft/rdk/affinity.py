@@ -11,7 +11,7 @@ from .. import _device
 from .. import _validation as check
 from ..otlp import acceptance_rate
 from . import _on_device
-from ._common import _calibration_samples, _ids, _rdk, _rows, _unbatch
+from ._common import _calibration_samples, _ids, _rdk, _rows, _unbatch, load_arrays, save_arrays
 
 #: The largest V for which :meth:`AffinityMatrix.to_dense` and ``from_dense`` build V x V arrays.
 MAX_DENSE_VOCAB = 8192
@@ -105,6 +105,16 @@ class AffinityMatrix:
     def from_calibration(cls, samples, tau: float, top_k: int, rows=None, omega: str = "covariance") -> "AffinityMatrix":
         """Eq. (2) from calibration samples; see :func:`affinity_scores` and :meth:`AffinityScores.matrix`."""
         return affinity_scores(samples, top_k, rows, omega).matrix(tau)
+
+    def save(self, path) -> None:
+        """Write M (CSR) to the .npz file ``path`` (for :meth:`load`, e.g. in another process)."""
+        save_arrays(path, "AffinityMatrix", indptr=self.indptr, indices=self.indices, values=self.values)
+
+    @classmethod
+    def load(cls, path) -> "AffinityMatrix":
+        """An M written by :meth:`save`, checked as the constructor checks it (row-stochastic)."""
+        arrays = load_arrays(path, "AffinityMatrix", ("indptr", "indices", "values"))
+        return cls(arrays["indptr"], arrays["indices"], arrays["values"])
 
     @property
     def nnz(self) -> int:

@@ -9,7 +9,7 @@ import numpy as np
 from .. import _device
 from .. import _validation as check
 from . import _on_device
-from ._common import _ids, _rdk, _rows, _unbatch, no_shared_mass
+from ._common import _ids, _rdk, _rows, _unbatch, load_arrays, no_shared_mass, save_arrays
 
 
 @_device.tensor_route()
@@ -82,6 +82,17 @@ class VocabularyMap:
         target_id = {token: t for t, token in enumerate(target_vocabulary)}
         return cls(np.array([target_id.get(token, -1) for token in draft_vocabulary], dtype=np.int64),
                    len(target_vocabulary))
+
+    def save(self, path) -> None:
+        """Write the map to the .npz file ``path`` (for :meth:`load`, e.g. in another process)."""
+        save_arrays(path, "VocabularyMap", draft_to_target=self.draft_to_target,
+                    target_size=np.array(self.target_size))
+
+    @classmethod
+    def load(cls, path) -> "VocabularyMap":
+        """A map written by :meth:`save`, checked as the constructor checks it."""
+        arrays = load_arrays(path, "VocabularyMap", ("draft_to_target", "target_size"))
+        return cls(arrays["draft_to_target"], int(arrays["target_size"]))
 
     @property
     def draft_size(self) -> int:
