@@ -68,7 +68,11 @@ class Options:
         unknown = sorted(set(entry) - set(_KNOWN))
         if unknown:
             raise ValueError(f"unknown multidraft.vllm option(s) {unknown}; known: {list(_KNOWN)}")
-        options = cls(verifier=entry.get("verifier", "sps"), verifier_options=dict(entry.get("verifier_options") or {}),
+        raw = entry.get("verifier_options")
+        if raw is not None and not isinstance(raw, Mapping):
+            raise ValueError(f"multidraft.vllm option 'verifier_options' must be a dict of md.verifier keywords, "
+                             f"got {type(raw).__name__}")
+        options = cls(verifier=entry.get("verifier", "sps"), verifier_options=dict(raw or {}),
                       vocabulary_map=entry.get("vocabulary_map"), affinity=entry.get("affinity"))
         options.check()
         return options
