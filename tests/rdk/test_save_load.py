@@ -119,9 +119,6 @@ def test_files_that_are_not_npz_are_refused(tmp_path):
                 cls.load(path)
 
 
-@pytest.mark.xfail(strict=True, raises=(TypeError, EOFError),
-                   reason="load_arrays catches OSError and ValueError only: np.load returns an ndarray for a "
-                          ".npy file (TypeError at 'with') and raises EOFError for an empty file")
 @pytest.mark.parametrize("cls", [VocabularyMap, AffinityMatrix])
 @pytest.mark.parametrize("content", ["npy", "empty"])
 def test_npy_and_empty_files_are_refused(tmp_path, cls, content):

@@ -24,11 +24,18 @@ def save_arrays(path, kind: str, **arrays) -> None:
 def load_arrays(path, kind: str, names: Tuple[str, ...]) -> dict:
     """The arrays ``names`` of a file written by :func:`save_arrays` for ``kind``; ValueError for
     any other file (not a .npz, another kind, a missing array)."""
+    refusal = ValueError(f"{path!s} is not a saved {kind}: not a NumPy .npz archive of arrays")
     try:
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        raise refusal from None
+    if not isinstance(data, np.lib.npyio.NpzFile):  # a .npy file holds one bare array
+        raise refusal
+    with data:
+        try:
             found = {name: data[name] for name in data.files}
-    except (OSError, ValueError):
-        raise ValueError(f"{path!s} is not a saved {kind}: not a NumPy .npz archive of arrays") from None
+        except ValueError:  # an object array, which only unpickling would read
+            raise refusal from None
     if str(found.get("multidraft_kind", "")) != kind or any(name not in found for name in names):
         raise ValueError(f"{path!s} is not a saved {kind}: it holds {sorted(found)}")
     return {name: found[name] for name in names}

@@ -49,10 +49,9 @@ def options(verifier: str = "sps", *, verifier_options: Optional[Mapping[str, An
     from ._options import check_version, vllm_version
 
     check_version(vllm_version())
-    checked = Options(verifier=verifier, verifier_options=dict(verifier_options or {}),
-                      vocabulary_map=vocabulary_map, affinity=affinity)
-    checked.check()
-    return {KEY: checked.entry()}
+    entry = {"verifier": verifier, "verifier_options": verifier_options, "vocabulary_map": vocabulary_map,
+             "affinity": affinity}
+    return {KEY: Options.parse({name: value for name, value in entry.items() if value is not None}).entry()}
 
 
 def register() -> None:
