@@ -52,8 +52,8 @@ demo: install
 
 # Every optional dependency is installed here, so no test may skip (tests/conftest.py); a
 # NATIVE=ON build has one core, which the ISA test of several cores skips.
-# The vLLM plugin's engine tests run in the vLLM environment (tests/vllm/test_engine.py and test_sampler.py, with only
-# tests/vllm's conftest); the main run ignores them (tests/conftest.py).
+# The vLLM plugin's tests that need vLLM (tests/vllm/test_engine.py, test_sampler.py) run in its
+# environment, with only tests/vllm's conftest; the main run ignores them (tests/conftest.py).
 test: install vllm-env
 	MULTIDRAFT_REQUIRE_ALL_TESTS=$(if $(filter ON,$(NATIVE)),0,1) $(PY) -m pytest -q tests
 	$(VLLM_PY) -m pytest -q -p no:cacheprovider --confcutdir=tests/vllm tests/vllm/test_engine.py tests/vllm/test_sampler.py
