@@ -53,10 +53,12 @@ demo: install
 # Every optional dependency is installed here, so no test may skip (tests/conftest.py); a
 # NATIVE=ON build has one core, which the ISA test of several cores skips.
 # The vLLM plugin's tests that need vLLM (tests/vllm/test_engine.py, test_sampler.py) run in its
-# environment, with only tests/vllm's conftest; the main run ignores them (tests/conftest.py).
+# environment, with only tests/vllm's conftest; the main run ignores them (tests/conftest.py). vLLM's
+# CPU build wants Intel OpenMP preloaded (it comes with it): without, speculative steps crawl.
 test: install vllm-env
 	MULTIDRAFT_REQUIRE_ALL_TESTS=$(if $(filter ON,$(NATIVE)),0,1) $(PY) -m pytest -q tests
-	$(VLLM_PY) -m pytest -q -p no:cacheprovider --confcutdir=tests/vllm tests/vllm/test_engine.py tests/vllm/test_sampler.py
+	LD_PRELOAD=$(CURDIR)/$(VLLM_VENV)/lib/libiomp5.so $(VLLM_PY) -m pytest -q -p no:cacheprovider \
+	    --confcutdir=tests/vllm tests/vllm/test_engine.py tests/vllm/test_sampler.py
 
 # The core built with AddressSanitizer + UndefinedBehaviorSanitizer under the whole suite, then with
 # ThreadSanitizer under the thread tests (scripts/sanitize.sh, docs/sanitizers.md); any report fails.

@@ -226,6 +226,9 @@ def serve(config: str, arguments: dict, pair: Path, prompts: List[List[int]], pa
         seconds.append(wall)
         outputs.append(tokens)
     after = _counters(llm)
+    # shut down here: an engine left to the garbage collector tears down the process's distributed
+    # state whenever it is collected, which may be while the next configuration's engine runs
+    llm.llm_engine.engine_core.shutdown()
     llm = None
     gc.collect()
 

@@ -9,7 +9,8 @@ unless the engine's ``additional_config`` holds a ``"multidraft"`` entry:
 2. ``vllm.v1.spec_decode.draft_model.DraftModelProposer`` -> :class:`DraftModelProposer`: for a
    drafter of another vocabulary, ``_sample_draft_tokens`` draws each draft from [OOV]'s proposal
    (TLI, or RDK's p' = M^T q') over the target's vocabulary and hands that law to the verifier;
-3. on vLLM's CPU build only, while the plugin is asked for:
+3. on vLLM's CPU build only, from the first engine that asks for the plugin on (for the rest of
+   the process: the replacement is correct for every engine):
    ``vllm.v1.sample.rejection_sampler.expand_batch_to_tokens`` -> :func:`expand_batch_to_tokens`.
 
 This module imports vLLM; nothing else in the package does at import time.
