@@ -125,15 +125,18 @@ def target_laws(logits, num_draft_tokens, sampling_metadata):
 
 
 def position_seeds(num_draft_tokens, generators) -> np.ndarray:
-    """One 64-bit seed per draft position: from the request's own generator for a seeded request,
-    otherwise from torch's default generator (which vLLM seeds with the engine's ``seed``)."""
+    """One 64-bit seed per draft position: from the request's own generator for a seeded request
+    (all of them read from the device at once), otherwise from torch's default generator (which
+    vLLM seeds with the engine's ``seed``)."""
     seeds = torch.randint(0, 2**62, (sum(num_draft_tokens),), dtype=torch.int64).numpy().astype(np.uint64)
     starts = np.cumsum([0, *num_draft_tokens])
-    for request, generator in generators.items():
-        count = num_draft_tokens[request]
-        if count:
-            drawn = torch.randint(0, 2**62, (count,), generator=generator, device=generator.device)
-            seeds[starts[request]:starts[request] + count] = _device.to_host(drawn).astype(np.uint64)
+    seeded = [(request, generator) for request, generator in generators.items() if num_draft_tokens[request]]
+    if seeded:
+        drawn = [torch.randint(0, 2**62, (num_draft_tokens[request],), generator=generator, device=generator.device)
+                 for request, generator in seeded]
+        drawn = _device.to_host(torch.cat([d.to(drawn[0].device) for d in drawn])).astype(np.uint64)
+        positions = np.concatenate([np.arange(starts[request], starts[request + 1]) for request, _ in seeded])
+        seeds[positions] = drawn
     return seeds
 
 
