@@ -41,22 +41,31 @@ def sequence_law(model_dir: str, prompt: Sequence[int], steps: int, temperature:
     return law
 
 
+def pooled_pvalue(observed, expected, min_expected: float = 5.0) -> float:
+    """Pearson's p-value of counts ``observed`` against ``expected`` (same total), the cells
+    expected below ``min_expected`` pooled into one; 0 when a cell expecting nothing was seen."""
+    observed, expected = np.asarray(observed, dtype=float), np.asarray(expected, dtype=float)
+    small = expected < min_expected
+    observed = np.append(observed[~small], observed[small].sum())
+    expected = np.append(expected[~small], expected[small].sum())
+    if expected[-1] <= 0:
+        if observed[-1] > 0:
+            return 0.0
+        observed, expected = observed[:-1], expected[:-1]
+    return float(stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue)
+
+
 def chi_square(samples: Sequence[Tuple[int, ...]], law: Dict[Tuple[int, ...], float], min_expected: float = 5.0):
     """p-value of Pearson's test of ``samples`` against ``law``; cells expected below
-    ``min_expected`` and sequences outside ``law`` are pooled into one remainder cell."""
+    ``min_expected`` and the sequences outside ``law`` (its dropped mass) are pooled."""
     n = len(samples)
     counts = Counter(samples)
-    big = [s for s, prob in law.items() if prob * n >= min_expected]
-    observed = [counts[s] for s in big]
-    expected = [law[s] * n for s in big]
-    rest_observed, rest_expected = n - sum(observed), n - sum(expected)
-    if rest_expected >= min_expected:
-        observed.append(rest_observed)
-        expected.append(rest_expected)
-    elif rest_observed > rest_expected + 5 * np.sqrt(max(rest_expected, 1.0)):
-        return 0.0  # sequences the law gives (almost) no mass came out often
-    expected = np.array(expected) * (n / sum(expected))
-    return float(stats.chisquare(observed, expected).pvalue)
+    cells = list(law)
+    observed = [counts[s] for s in cells]
+    expected = [law[s] * n for s in cells]
+    observed.append(n - sum(observed))  # the sequences the enumeration dropped
+    expected.append(max(n - sum(expected), 0.0))
+    return pooled_pvalue(observed, expected, min_expected)
 
 
 def two_sample(first: Sequence[Tuple[int, ...]], second: Sequence[Tuple[int, ...]], min_count: int = 10):

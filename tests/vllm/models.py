@@ -31,18 +31,26 @@ def save_tokenizer(directory: str, vocabulary) -> None:
     fast.save_pretrained(directory)
 
 
-def llama(vocabulary, layers: int, seed: int, logit_scale: float):
-    """A random Llama of width 64 (2 heads of 32: vLLM's CPU attention needs a head size >= 32)
-    over ``vocabulary``, its output projection scaled by ``logit_scale``."""
+#: The families served in the tests: Llama, and Mistral with a sliding window shorter than a
+#: prompt and its generated tokens (the window's edge moves under the verified chains).
+FAMILIES = ("llama", "mistral")
+WINDOW = 4
+
+
+def causal_lm(vocabulary, layers: int, seed: int, logit_scale: float, family: str = "llama"):
+    """A random model of ``family`` of width 64 (2 heads of 32: vLLM's CPU attention needs a head
+    size >= 32) over ``vocabulary``, its output projection scaled by ``logit_scale``."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(vocabulary), hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
-                         max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=3,
-                         tie_word_embeddings=False, torch_dtype="float32")
-    model = LlamaForCausalLM(config)
+    shape = dict(vocab_size=len(vocabulary), hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                 num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1,
+                 eos_token_id=2, pad_token_id=3, tie_word_embeddings=False, torch_dtype="float32")
+    if family == "mistral":
+        model = MistralForCausalLM(MistralConfig(sliding_window=WINDOW, **shape))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**shape))
     with torch.no_grad():
         model.lm_head.weight.mul_(logit_scale)
     return model
@@ -54,7 +62,7 @@ def perturbed(model, vocabulary, rows, seed: int, noise: float):
     import torch
 
     torch.manual_seed(seed)
-    draft = llama(vocabulary, model.config.num_hidden_layers, seed, 1.0)
+    draft = causal_lm(vocabulary, model.config.num_hidden_layers, seed, 1.0, model.config.model_type)
     index = torch.tensor(rows)
     with torch.no_grad():
         for name, weight in model.state_dict().items():
@@ -74,14 +82,14 @@ def save(model, directory: str, vocabulary) -> str:
     return directory
 
 
-def build(root: str) -> dict:
+def build(root: str, family: str = "llama") -> dict:
     """{"target", "draft" (same vocabulary), "pruned" (a drafter of 256 of the target's tokens,
-    its own ids and tokenizer)}: model directories under ``root``. Both drafters are the target
-    with noise on its weights, so that drafts are often accepted, and often not."""
+    its own ids and tokenizer)}: model directories of ``family`` under ``root``. Both drafters are
+    the target with noise on its weights, so that drafts are often accepted, and often not."""
     full = words(VOCAB)
     # the pruned drafter keeps 252 of the 380 words, in another order: its ids differ from the target's
     kept = [len(SPECIAL) + (7 * i) % (VOCAB - len(SPECIAL)) for i in range(252)]
-    target = llama(full, 2, 0, 24.0)
+    target = causal_lm(full, 2, 0, 24.0, family)
     rows = list(range(len(SPECIAL))) + kept
     return {"target": save(target, os.path.join(root, "target"), full),
             "draft": save(perturbed(target, full, list(range(VOCAB)), 1, 0.15), os.path.join(root, "draft"), full),

@@ -1,7 +1,7 @@
 """multidraft.vllm inside vLLM engines: the law of generated tokens, greedy equality, batches of
 requests with their own parameters, and the refusals.
 
-Tiny Llama models (models.py) served by vLLM's CPU build in this process. A law test samples
+Tiny Llama models, and Mistral models with a sliding window (models.py), served by vLLM's CPU build in this process. A law test samples
 the first three generated tokens of thousands of requests and compares them with the target's
 law enumerated with transformers under vLLM's own temperature and top-p (laws.py); the first token
 comes from the prompt's pass, the next two from verified chains. Engines are seeded, so every run
@@ -12,6 +12,7 @@ import pytest
 from vllm import SamplingParams
 
 import laws
+import models
 import multidraft as md
 import multidraft.vllm as mv
 from engines import engine, runner, spec_counts
@@ -195,3 +196,24 @@ def test_untested_vllm_version_refused(tiny, monkeypatch):
     with pytest.raises(Exception, match="tested with vLLM 0.32"):
         with engine(tiny["target"], speculative_config=probabilistic(tiny), additional_config=raw({"verifier": "sps"})):
             pass
+
+
+@pytest.fixture(scope="module")
+def windowed(tmp_path_factory):
+    """Mistral models with a sliding window of 4, under a prompt of 6: the window's edge moves
+    through the drafted and verified positions."""
+    return models.build(str(tmp_path_factory.mktemp("mistral")), "mistral")
+
+
+@pytest.mark.parametrize("config", ["sps", "tli"])
+def test_sliding_window_family(windowed, config):
+    """Another family: the law of the first three tokens holds with a sliding-window target and
+    drafters, for a same-vocabulary draft and a pruned one."""
+    prompt = [5, 9, 11, 40, 77, 13]
+    law = laws.sequence_law(windowed["target"], prompt, 3, 0.7, 0.9)
+    speculative = probabilistic(windowed) if config == "sps" else heterogeneous(windowed)
+    with engine(windowed["target"], speculative_config=speculative, additional_config=mv.options("sps")) as llm:
+        assert llm.llm_engine.vllm_config.model_config.hf_config.sliding_window == models.WINDOW
+        assert laws.chi_square(sequences(llm, prompt, HOT), law) > ALPHA
+        counts = spec_counts(llm)
+    assert counts["num_accepted_tokens"] > 0 and counts["num_draft_tokens"] > counts["num_accepted_tokens"]

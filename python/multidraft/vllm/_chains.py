@@ -53,12 +53,14 @@ def draft_laws(q, drafts, width: int):
 
     drafts = drafts.to(torch.int64)
     real = (drafts >= 0) & (drafts < width)
-    safe = torch.where(real, drafts, torch.zeros_like(drafts))
-    point = torch.nn.functional.one_hot(safe, width).to(torch.float32 if q is None else q.dtype)
+    safe = torch.where(real, drafts, torch.zeros_like(drafts))[:, None]
     if q is None:
-        return safe[:, None], point, real
-    real = real & (q.gather(1, safe[:, None])[:, 0] > 0)
-    return safe[:, None], torch.where(real[:, None], q, point), real
+        return safe, torch.zeros((drafts.shape[0], width), device=drafts.device).scatter_(1, safe, 1.0), real
+    at_draft = q.gather(1, safe)[:, 0]
+    real = real & (at_draft > 0)
+    # q on the real rows, the point mass at the draft on the others: one pass over (N, width)
+    laws = (q * real[:, None]).scatter_(1, safe, torch.where(real, at_draft, torch.ones_like(at_draft))[:, None])
+    return safe, laws, real
 
 
 def verify_chains(verifier, p, q, drafts, num_draft_tokens: Sequence[int], bonus, seeds: np.ndarray):

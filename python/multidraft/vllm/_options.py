@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping, Optional
 
 KEY = "multidraft"  # the plugin's entry in additional_config
@@ -93,8 +94,7 @@ class Options:
         if (self.vocabulary_map or self.affinity) and self.verifier == VLLM_SAMPLER:
             raise ValueError("a vocabulary map or affinity matrix needs a multidraft verifier: vLLM's own sampler "
                              "has no drafting from another vocabulary at temperature > 0")
-        self.load_vocabulary_map()
-        self.load_affinity()
+        self._files  # read (and refused) here, once
 
     def entry(self) -> dict:
         """The ``additional_config`` entry of these options (JSON)."""
@@ -114,15 +114,21 @@ class Options:
 
         return verifier(self.verifier, **dict(self.verifier_options or {}))
 
-    def load_vocabulary_map(self):
-        from ..rdk import VocabularyMap
+    @cached_property
+    def _files(self):
+        """(vocabulary map, affinity matrix) read from their files, each once (None where not given)."""
+        from ..rdk import AffinityMatrix, VocabularyMap
 
-        return None if self.vocabulary_map is None else VocabularyMap.load(self.vocabulary_map)
+        return (None if self.vocabulary_map is None else VocabularyMap.load(self.vocabulary_map),
+                None if self.affinity is None else AffinityMatrix.load(self.affinity))
+
+    def load_vocabulary_map(self):
+        """The saved :class:`multidraft.rdk.VocabularyMap`, or None."""
+        return self._files[0]
 
     def load_affinity(self):
-        from ..rdk import AffinityMatrix
-
-        return None if self.affinity is None else AffinityMatrix.load(self.affinity)
+        """The saved :class:`multidraft.rdk.AffinityMatrix`, or None."""
+        return self._files[1]
 
 
 def from_additional_config(additional_config: Any) -> Optional[Options]:

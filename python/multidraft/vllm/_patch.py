@@ -25,7 +25,6 @@ from vllm.config import get_current_vllm_config_or_none
 from vllm.platforms import current_platform
 from vllm.v1.outputs import SamplerOutput
 from vllm.v1.sample import rejection_sampler as _rejection
-from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p
 from vllm.v1.spec_decode import draft_model as _draft_model
 
 from . import _chains, _options
@@ -86,7 +85,8 @@ class RejectionSampler(_VLLM_REJECTION_SAMPLER):
         raw = logits[metadata.target_logits_indices].to(torch.float32)
         target = self.apply_logits_processors(raw if self.is_processed_logprobs_mode else raw.clone(),
                                               sampling_metadata, metadata)
-        target = sampling_constraints(target, metadata.num_draft_tokens, sampling_metadata)
+        # temperature, top-k, top-p: vLLM's own function (on the CPU build with patched point 3)
+        target = _rejection.apply_sampling_constraints(target, metadata.cu_num_draft_tokens, sampling_metadata)
         p = target_laws(target, metadata.num_draft_tokens, sampling_metadata)
         seeds = position_seeds(metadata.num_draft_tokens, sampling_metadata.generators)
         out = _chains.verify_chains(self.multidraft_verifier, p, draft_probs, metadata.draft_token_ids,
@@ -99,19 +99,6 @@ class RejectionSampler(_VLLM_REJECTION_SAMPLER):
         return SamplerOutput(sampled_token_ids=out, logprobs_tensors=logprobs)
 
 
-def sampling_constraints(logits, num_draft_tokens, sampling_metadata):
-    """Temperature, then top-k / top-p, per draft position: vLLM's ``apply_sampling_constraints``
-    with each request's parameters repeated over its positions by ``repeat_interleave``."""
-    temperature = _chains.per_position(sampling_metadata.temperature, num_draft_tokens)
-    logits.div_(torch.where(temperature == 0, torch.ones_like(temperature), temperature)[:, None])
-    top_k = top_p = None
-    if sampling_metadata.top_k is not None:
-        top_k = _chains.per_position(sampling_metadata.top_k, num_draft_tokens)
-    if sampling_metadata.top_p is not None:
-        top_p = _chains.per_position(sampling_metadata.top_p, num_draft_tokens)
-    return apply_top_k_top_p(logits, top_k, top_p)
-
-
 def target_laws(logits, num_draft_tokens, sampling_metadata):
     """p at each draft position (N, V) float32: the softmax of the processed logits, and for a
     greedy request (temperature 0) the point mass at their argmax, so any verifier accepts a draft
@@ -120,8 +107,10 @@ def target_laws(logits, num_draft_tokens, sampling_metadata):
     if sampling_metadata.all_random:
         return p
     greedy = _chains.per_position(sampling_metadata.temperature == 0, num_draft_tokens)
-    point = torch.nn.functional.one_hot(logits.argmax(dim=-1), p.shape[1]).to(p.dtype)
-    return torch.where(greedy[:, None], point, p)
+    top = logits.argmax(dim=-1, keepdim=True)
+    at_top = p.gather(1, top)[:, 0]
+    return p.masked_fill_(greedy[:, None], 0.0).scatter_(1, top, torch.where(greedy, torch.ones_like(at_top),
+                                                                                at_top)[:, None])
 
 
 def position_seeds(num_draft_tokens, generators) -> np.ndarray:
