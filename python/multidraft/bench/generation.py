@@ -43,19 +43,17 @@ from .trees import BUDGETS, DEPTHS, compare_trees, format_tree_rows, summary
 CONFIGS: Tuple[Tuple[str, int], ...] = (("sps", 1), ("otlp", 2), ("otlp", 4), ("spectr", 4), ("rrs", 4))
 #: (verifier, n) of the out-of-vocabulary rows.
 OOV_CONFIGS: Tuple[Tuple[str, int], ...] = (("sps", 1), ("otlp", 2))
-#: Temperatures of the affinity matrix tried on held-out contexts (the smallest is about TLI).
-TAUS = (0.01, 0.03, 0.1, 0.3, 1.0)
 #: Draft/target cost ratios of the prediction table: 0.1-0.2 is e.g. a 1 B draft for an 8 B target.
 DEPLOYMENT_RATIOS = (0.05, 0.1, 0.15, 0.2, 0.3)
 
 
 def pruned_drafters(draft, dataset: Path, fractions: Sequence[float]):
     """(label, verifier, n, decode arguments) of the out-of-vocabulary rows: per pruned fraction,
-    TLI and RDK with :data:`OOV_CONFIGS`. From ``dataset``: the token counts; M from the target
-    logits of the first half of the contexts (Eq. 2 with the correlation, so tau -> 0 tends to
-    TLI), its temperature chosen among :data:`TAUS` by the single-draft acceptance on the second
-    half (``multidraft.rdk.select_temperature``)."""
-    from .. import hf, rdk
+    TLI and RDK with :data:`OOV_CONFIGS`. From ``dataset``: the token counts; M by
+    :func:`multidraft.bench.oov.calibrated_affinity` from the target logits of the first half of the
+    contexts, its temperature chosen on the second half."""
+    from .. import hf
+    from .oov import calibrated_affinity
 
     rows = []
     if fractions:
@@ -64,10 +62,8 @@ def pruned_drafters(draft, dataset: Path, fractions: Sequence[float]):
         counts, logits, p, q = data["token_counts"], data["target_logits"][:half], data["p"][half:], data["q"][half:]
     for fraction in fractions:
         pruned, vmap = hf.prune_draft_head(draft, counts, max(1, round(fraction * len(counts))))
-        scores = rdk.affinity_scores(logits, top_k=8, rows=vmap.shared, omega="correlation")
-        q_prime = rdk.VocabularyMap.pruned(vmap.draft_to_target, len(counts)).tli(q)
-        tau, _ = rdk.select_temperature(scores, TAUS, p, q_prime)
-        kinds = ((f"TLI {fraction:.0%}", None), (f"RDK {fraction:.0%} (tau {tau:g})", scores.matrix(tau)))
+        matrix, tau, _ = calibrated_affinity(vmap.draft_to_target, logits, p, q)
+        kinds = ((f"TLI {fraction:.0%}", None), (f"RDK {fraction:.0%} (tau {tau:g})", matrix))
         rows += [(f" {kind}", name, n, dict(draft_model=pruned, vocabulary_map=vmap, affinity=affinity))
                  for kind, affinity in kinds for name, n in OOV_CONFIGS]
     return rows

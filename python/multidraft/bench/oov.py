@@ -40,6 +40,9 @@ KEPT_FRACTIONS = (1.0, 0.5, 0.25, 0.125, 0.05, 0.01, 0.0025)
 """Kept fractions of the vocabulary; 0.25 kept = 75% pruned."""
 TAUS = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 """Temperature grid of Eq. (2) (logit covariances are O(1-10), correlations in [-1, 1])."""
+#: Temperatures of M tried on held-out contexts by :func:`calibrated_affinity` (the smallest is about TLI).
+CALIBRATION_TAUS = (0.01, 0.03, 0.1, 0.3, 1.0)
+
 N_EFFS = (0.01, 0.1, 1.0, 10.0, 100.0)
 """Grid of n_eff for the tuned first-order form (the faithful value |T| is reported separately)."""
 METHODS = ("masked", "tli", "rdk", "rdk_corr", "taylor", "taylor_tuned", "taylor_oracle")
@@ -107,6 +110,23 @@ def split(n: int, seed: int):
 
 
 # ----------------------------------------------------------------------------- experiment
+
+def calibrated_affinity(kept, logits, p, q, top_k: int = 8, taus: Sequence[float] = CALIBRATION_TAUS):
+    """RDK's M for a drafter of the target ids ``kept``, as the generation and serving benchmarks
+    build it: Eq. (2) with the correlation of the target's ``logits`` at calibration contexts, the
+    top ``top_k`` entries of each shared row (so tau -> 0 tends to TLI), its temperature chosen
+    among ``taus`` by the single-draft acceptance of the pruned proposal at held-out contexts
+    (target laws ``p``, unpruned drafter laws ``q``; ``multidraft.rdk.select_temperature``).
+
+    Returns ``(M, tau, the held-out acceptance at each of taus)``.
+    """
+    kept = np.asarray(kept, dtype=np.int64)
+    V = np.asarray(logits).shape[1]
+    scores = rdk.affinity_scores(logits, top_k=top_k, rows=np.sort(kept), omega="correlation")
+    q_prime = rdk.VocabularyMap.pruned(kept, V).tli(q)
+    tau, means = rdk.select_temperature(scores, taus, p, q_prime)
+    return scores.matrix(tau), tau, means
+
 
 def acceptance_vs_pruning(p, q, target_logits, token_counts, kept_fractions: Sequence[float] = KEPT_FRACTIONS,
                           taus: Sequence[float] = TAUS, top_k: int = 64, n_effs: Sequence[float] = N_EFFS,

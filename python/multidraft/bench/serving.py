@@ -70,8 +70,6 @@ PROMPTS = (
     "And when they were come into the house,",
     "Praise ye the LORD.",
 )
-#: Temperatures of the affinity matrix tried on held-out contexts, as the generation benchmark's.
-TAUS = (0.01, 0.03, 0.1, 0.3, 1.0)
 CONFIGURATIONS = ("none", "vllm", "sps", "otlp", "pruned-greedy", "pruned-tli", "pruned-rdk")
 LABELS = {"none": "no speculation", "vllm": "vLLM draft model (its sampler, repaired)", "sps": "plugin sps",
           "otlp": "plugin otlp", "pruned-greedy": "pruned: vLLM greedy intersection",
@@ -151,24 +149,17 @@ def check_pruned_draft(pair: Path, out: Path, kept: Sequence[int]) -> float:
 
 
 def build_affinity(dataset, kept: Sequence[int], out: Path, contexts: int, top_k: int = 8) -> Dict[str, object]:
-    """RDK's affinity matrix over the target's vocabulary, saved to ``out``: Eq. (2) with the
-    correlation of the target's logits at the first half of ``contexts`` held-out contexts of the
-    dataset, top ``top_k`` entries per shared row (sparse), its temperature chosen among
-    :data:`TAUS` by the single-draft acceptance of the pruned proposal on the second half (the
-    dataset's drafter laws restricted by TLI), as the generation benchmark chooses it."""
-    from .. import rdk
+    """RDK's affinity matrix over the target's vocabulary, saved to ``out``, as the generation
+    benchmark builds it (:func:`multidraft.bench.oov.calibrated_affinity`): calibrated on the first
+    half of ``contexts`` held-out contexts of the dataset, its temperature chosen on the second."""
+    from .oov import CALIBRATION_TAUS, calibrated_affinity
 
     logits, p, q = dataset["target_logits"][:contexts], dataset["p"][:contexts], dataset["q"][:contexts]
     half = len(logits) // 2
-    V = logits.shape[1]
-    vmap = rdk.VocabularyMap(np.asarray(kept, dtype=np.int64), V)
-    scores = rdk.affinity_scores(logits[:half], top_k=top_k, rows=vmap.shared, omega="correlation")
-    q_prime = rdk.VocabularyMap.pruned(np.asarray(kept), V).tli(q[half:])
-    tau, means = rdk.select_temperature(scores, TAUS, p[half:], q_prime)
-    matrix = scores.matrix(tau)
+    matrix, tau, means = calibrated_affinity(kept, logits[:half], p[half:], q[half:], top_k)
     matrix.save(out)
     return {"tau": tau, "top_k": top_k, "nnz": matrix.nnz, "calibration_contexts": half,
-            "held_out_acceptance_by_tau": {f"{t:g}": round(float(m), 4) for t, m in zip(TAUS, means)}}
+            "held_out_acceptance_by_tau": {f"{t:g}": round(float(m), 4) for t, m in zip(CALIBRATION_TAUS, means)}}
 
 
 # ----------------------------------------------------------------------------- engines
