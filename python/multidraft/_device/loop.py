@@ -25,10 +25,10 @@ import numpy as np
 
 from . import closed_form, on_device
 from .calls import draft_rows as checked_draft_rows, verify as checked_verify
-from .compressed import (beyond_support, compressed_from_top, drawn_on_host, kept_outside, top_entries,
-                         verified_on_host)
+from .checked import compressible as takes_compressed
+from .compressed import beyond_support, compressed_from_top, drawn_on_host, top_entries, verified_on_host
 from .sampling import inverse_cdf_at, row_uniforms, sample_rows
-from .tensors import row_sums, to_device, to_host, torch_module
+from .tensors import read_together, row_sums, to_device, to_host, torch_module
 
 
 class Checks:
@@ -44,28 +44,19 @@ class Checks:
         self._explain.append(explain)
 
     def read(self, *tensors) -> List[np.ndarray]:
-        """The pending flags and ``tensors`` in ONE host read (each tensor as float64: ids below 2**53
-        are exact); the first failed check raises its error. Returns the tensors as float64 arrays of
-        their shapes."""
-        torch = torch_module()
-        parts = [t.reshape(-1).to(torch.float64) for t in tensors]
-        if self._flags:
-            parts.insert(0, torch.stack(self._flags).to(torch.float64))
-        if not parts:
+        """The pending flags and ``tensors`` in ONE host read (:func:`read_together`: no conversion
+        kernels); the first failed check raises its error. Returns the tensors as arrays of their
+        shapes (float64 for floats, int64 for integers and bools)."""
+        flags, explain = self._flags, self._explain
+        if not flags and not tensors:
             return []
-        packed = to_host(torch.cat(parts) if len(parts) > 1 else parts[0])
-        if self._flags:
-            failed = np.flatnonzero(packed[:len(self._flags)])
-            explain = self._explain[failed[0]] if failed.size else None
-            packed = packed[len(self._flags):]
-            self._flags, self._explain = [], []
-            if explain is not None:
-                explain()
-        out, at = [], 0
-        for t in tensors:
-            out.append(packed[at:at + t.numel()].reshape(tuple(t.shape)))
-            at += t.numel()
-        return out
+        self._flags, self._explain = [], []
+        arrays = read_together(*([torch_module().stack(flags)] if flags else []), *tensors)
+        if flags:
+            failed = np.flatnonzero(arrays.pop(0))
+            if failed.size:
+                explain[failed[0]]()
+        return arrays
 
 
 def draft_all(calls: Sequence[Tuple[object, object, int, Sequence[int]]], support: Optional[int],
@@ -98,14 +89,13 @@ class _Staged:
         torch = torch_module()
         device = p.device
         self.closed = verifier.name in closed_form.NAMES
-        compressible = support is not None and kept_outside(verifier) is None and verifier.scheme_kind != "independent"
         self.support = support
         if self.closed:
             at = to_device(drafts, device)
             uniforms = to_device(row_uniforms(seeds, closed_form.uniforms_per_row(verifier)), device)
             token, accepted = closed_form.draw(verifier, p, q, at, uniforms)
             self.tensors = [token, accepted]
-        elif compressible:
+        elif support is not None and takes_compressed(verifier):
             ids, values = top_entries(q, support)
             outside = torch.where(q > 0, 0.0, p)
             # the outside mass summed, not 1 - p(S) (no cancellation); its token drawn from the row's seed

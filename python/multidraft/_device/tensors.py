@@ -102,7 +102,7 @@ def read_together(*tensors) -> List[np.ndarray]:
         if t.dtype.is_floating_point:
             t = t.to(torch.float64).view(torch.int64)
         parts.append(t.reshape(-1))
-    packed = to_host(torch.cat(parts))
+    packed = to_host(torch.cat(parts) if len(parts) > 1 else parts[0])
     out, at = [], 0
     for t in tensors:
         chunk = packed[at:at + t.numel()].astype(np.int64, copy=False)

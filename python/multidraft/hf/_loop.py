@@ -82,9 +82,9 @@ def run(s: Setup) -> Tuple[torch.Tensor, GenerationStats]:
     if s.streamer is not None:
         s.streamer.end()
     width = max(len(t) for t in new)
-    tail = torch.full((B, width), s.pad_token_id, dtype=torch.long, device=s.ids.device)
-    for b in range(B):
-        tail[b, : len(new[b])] = torch.tensor(new[b], dtype=torch.long, device=s.ids.device)
+    # built on the host, one copy to the device (not one per row)
+    tail = torch.tensor([row + [s.pad_token_id] * (width - len(row)) for row in new], dtype=torch.long,
+                        device=s.ids.device)
     return torch.cat([s.ids, tail], dim=1), stats
 
 

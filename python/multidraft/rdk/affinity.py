@@ -176,8 +176,9 @@ class AffinityMatrix:
         ``device``: per class (columns (n,) int64, their entries' rows (n, w) int64, values (n, w)
         float64), padded with zero values. Padding to the class's width, not the widest column's,
         keeps the gathered products within twice M's entries per row of q'."""
-        order = np.lexsort((np.repeat(np.arange(self.V), np.diff(self.indptr)), self.indices))  # by column, then row
-        rows = np.repeat(np.arange(self.V, dtype=np.int64), np.diff(self.indptr))[order]
+        rows = np.repeat(np.arange(self.V, dtype=np.int64), np.diff(self.indptr))
+        order = np.lexsort((rows, self.indices))  # by column, then row
+        rows = rows[order]
         values = self.values[order]
         counts = np.bincount(self.indices, minlength=self.V)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
