@@ -389,3 +389,15 @@ def test_counts_observe_as_many_single_groups():
     np.testing.assert_array_equal(one.curve(6), many.curve(6))
     with pytest.raises(ValueError, match="at most groups"):
         many.observe_counts(2, 3, 4)
+
+
+def test_the_auto_planner_models_top_k_drafts_as_positional_whatever_the_verifier(monkeypatch):
+    """tree="auto" plans with the positional model exactly when the verifier draws top-k drafts
+    (its scheme), the "topk" verifier or another one given scheme="topk"."""
+    import multidraft as md
+    from multidraft.hf.planner import auto
+
+    monkeypatch.setattr(auto, "cost_curve", lambda model, context, largest: np.linspace(1.0, 2.0, largest + 1))
+    for verifier, positional in [(md.verifier("topk"), True), (md.verifier("otlp", scheme="topk"), True),
+                                 (md.verifier("otlp"), False), (md.verifier("global_resolution"), False)]:
+        assert auto.AutoTree(None, None, verifier, 8, None, None).positional is positional, verifier.name

@@ -61,13 +61,15 @@ class AutoTree:
     def __init__(self, target, draft, verifier, budget: int, group_cap: Optional[int], context):
         self.budget, self.depth = budget, min(MAX_AUTO_DEPTH, budget)
         self.widest = budget if group_cap is None else min(budget, group_cap)
-        self.verifier, self.positional = verifier, verifier.name == "topk"
+        # top-k drafts (any verifier with the "topk" scheme) are positional, the other schemes exchangeable
+        self.verifier, self.positional = verifier, verifier.scheme_kind == "topk"
         self.exact_left = EXACT_OBSERVATIONS if verifier.cheap_acceptance else 0
         self.target_costs = cost_curve(target, context, budget + 1)[1:]  # [m]: a pass over m + 1 tokens
         self.draft_costs = cost_curve(draft, context, max(1, budget // 2))
         self.estimate = AcceptanceEstimate()
         self.seen = (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.next_plan, self.shape = 0, None
+        self.shape_seconds = 0.0  # the passes' predicted seconds of one round of ``shape``
         self.model_seconds = 0.0  # the passes' predicted seconds of the rounds run so far
 
     def __call__(self, stats: GenerationStats) -> Tree:
@@ -78,8 +80,9 @@ class AutoTree:
             choice = choose_tree(self.estimate.curve(self.widest), target, self.draft_costs, self.budget,
                                  self.depth, self.positional, verify)
             self.shape = Tree(choice.parents)
+            self.shape_seconds = round_seconds(choice.parents, self.target_costs, self.draft_costs)
             self.next_plan = max(1, 2 * stats.row_rounds)
-        self.model_seconds += round_seconds(self.shape.parents, self.target_costs, self.draft_costs)
+        self.model_seconds += self.shape_seconds
         return self.shape
 
     @property
