@@ -11,8 +11,6 @@ import numpy as np
 from .checks import _check_int
 
 
-# ----------------------------------------------------------------------------- the estimator
-
 def _family(k: np.ndarray, a: np.ndarray, gamma: np.ndarray) -> np.ndarray:
     """alpha(k) = 1 - (1 - a)^(k^gamma), broadcast over a, gamma and k."""
     return 1.0 - np.power(1.0 - a, np.power(k, gamma))

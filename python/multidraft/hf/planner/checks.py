@@ -1,13 +1,13 @@
 """The planner's input checks, shared by its modules: an acceptance curve alpha(1..K), a bounded
-integer, a tree shape ``parents`` (see :mod:`~multidraft.hf.planner.tokens`)."""
+integer, a tree shape ``parents`` (see :mod:`~multidraft.hf.planner.tokens`), seconds of loop work
+per output token."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
 
-
-# ----------------------------------------------------------------------------- input checks
 
 def _check_acceptance(acceptance) -> np.ndarray:
     """(K,) float64 alpha(1..K); ValueError unless finite, in [0, 1] and nondecreasing."""
@@ -52,3 +52,13 @@ def _check_parents(parents) -> np.ndarray:
         i = bad[0]
         raise ValueError(f"parents[{i}] = {array[i]} must be -1 (the root) or an earlier node in [0, {i - 1}]")
     return array
+
+
+def _check_verify_cost(verify_cost) -> float:
+    try:
+        value = float(verify_cost)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"verify_cost must be finite seconds >= 0, got {verify_cost!r}")
+    return value

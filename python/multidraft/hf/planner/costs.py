@@ -4,14 +4,13 @@ What is ours and in no paper is written up in docs/design/tree-search.md; the co
 """
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from typing import Callable, Sequence, Union
 
 import numpy as np
 
-from .checks import _check_int, _check_parents
+from .checks import _check_int, _check_parents, _check_verify_cost
 from .tokens import _groups, expected_tokens
 
 Cost = Union[Sequence[float], np.ndarray, Callable[[int], float]]
@@ -56,16 +55,6 @@ def _pass_widths(parents: np.ndarray) -> np.ndarray:
     return widths
 
 
-def _check_verify_cost(verify_cost) -> float:
-    try:
-        value = float(verify_cost)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"verify_cost must be finite seconds >= 0, got {verify_cost!r}")
-    return value
-
-
 def round_seconds(parents, target_cost: Cost, draft_cost: Cost, verify_cost: float = 0.0,
                   acceptance=None, positional: bool = False) -> float:
     """Predicted wall time (seconds) of one round with tree ``parents`` (M nodes, depth D).
@@ -89,12 +78,7 @@ def round_seconds(parents, target_cost: Cost, draft_cost: Cost, verify_cost: flo
         if acceptance is None:
             raise ValueError("verify_cost > 0 needs acceptance (the loop verifies expected_tokens per round)")
         tokens = expected_tokens(parents, acceptance, positional)
-    return _seconds(widths, target[parents.size], draft, verify_cost * tokens)
-
-
-def _seconds(widths: np.ndarray, target_pass: float, draft: np.ndarray, verify: float) -> float:
-    """One target pass, one draft pass per width, and the verification work."""
-    return float(target_pass + draft[widths].sum() + verify)
+    return float(target[parents.size] + draft[widths].sum() + verify_cost * tokens)
 
 
 # ----------------------------------------------------------------------------- measurement

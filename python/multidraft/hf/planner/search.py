@@ -10,8 +10,8 @@ from typing import Tuple
 
 import numpy as np
 
-from .checks import _check_acceptance, _check_int
-from .costs import Cost, _check_verify_cost, _cost_array
+from .checks import _check_acceptance, _check_int, _check_verify_cost
+from .costs import Cost, _cost_array
 
 # A relative tolerance for "equally fast": ties go to the smaller, then shallower tree.
 _TIE = 1e-12

@@ -23,8 +23,6 @@ import numpy as np
 from .checks import _check_acceptance, _check_parents
 
 
-# ----------------------------------------------------------------------------- one shape
-
 def _groups(parents: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per node: the size of its group, its position in the group (0-based) and its depth (root child = 1)."""
     M = parents.size
