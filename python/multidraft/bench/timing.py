@@ -7,11 +7,11 @@ from typing import Callable, Dict
 import numpy as np
 import torch
 
+from .methods import time_ms
+
 
 def timed_runs(run: Callable[[int], object], repeats: int, passes: Dict[str, int]):
     """One warm-up run, then ``repeats`` runs: (median seconds, target passes, outputs)."""
-    from .methods import time_ms
-
     def synchronised(i):  # a CUDA run ends when its kernels have
         out = run(i)
         if torch.cuda.is_initialized():
