@@ -10,8 +10,9 @@ are the same on a CPU tensor, which takes the same operators through the acceler
 :class:`Launches` counts, while it is entered, in the calling thread:
 
 - ``ops``: aten operators that launch a kernel: every operator but views (slice, select,
-  unsqueeze, reshape, expand, detach, ...: they only make a new header over the same memory) and
-  the few that only allocate or wrap (``empty``, ``lift_fresh``);
+  unsqueeze, reshape, expand, detach, ...: they only make a new header over the same memory; one
+  whose result owns new memory copied, and is counted) and the few that only allocate or wrap
+  (``empty``, ``lift_fresh``);
 - ``reads``: host reads: :func:`multidraft._device.to_host` calls (every read of the package's
   device path goes there), the operators that synchronise by themselves (``_local_scalar_dense``,
   behind ``.item()``, ``int(t)`` and ``bool(t)``; ``nonzero``; indexing by a boolean mask;
@@ -68,6 +69,15 @@ def _launches_kernel(func, args=(), kwargs=None) -> bool:
     return not func.is_view and _base_name(func) not in _NO_KERNEL and not _transfer(func, args, kwargs or {})
 
 
+def _copying_view(func, args, out) -> bool:
+    """Whether a view operator copied: under ``torch.inference_mode`` composite operators such as
+    ``to`` (a dtype change), ``reshape`` and ``contiguous`` reach the counter whole, with a view's
+    schema, and copy when they must (their result then owns new memory)."""
+    if not func.is_view or not args or not isinstance(args[0], torch.Tensor) or not isinstance(out, torch.Tensor):
+        return False
+    return out.untyped_storage().data_ptr() != args[0].untyped_storage().data_ptr()
+
+
 def _transfer(func, args, kwargs) -> bool:
     """Whether the operator copies between the host and a device (``_to_copy`` to another device
     type, ``copy_`` between two): on a CPU tensor the same call copies nothing and shows no operator,
@@ -106,13 +116,14 @@ class _Counting(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         owner = self.owner
+        out = func(*args, **(kwargs or {}))
         if owner._inside == 0:
-            if _launches_kernel(func, args, kwargs):
+            if _launches_kernel(func, args, kwargs) or _copying_view(func, args, out):
                 owner.ops += 1
                 owner.by_op[func.name()] += 1
             if _syncs(func, args, kwargs or {}):
                 owner.reads += 1
-        return func(*args, **(kwargs or {}))
+        return out
 
 
 class _Uploads(TorchFunctionMode):

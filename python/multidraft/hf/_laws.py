@@ -51,11 +51,12 @@ def _warp(logits: torch.Tensor, temperature: float, top_k: Optional[int], top_p:
     x = logits.to(torch.float64)
     if x.dim() == 0 or x.shape[-1] == 0:
         raise ValueError(f"'logits' must have a non-empty last (vocabulary) axis, got shape {tuple(x.shape)}")
-    if checks is None:
-        if bool(torch.isnan(x).any()):
-            _nan_logits()
-    else:
-        checks.add(torch.isnan(x).any(), _nan_logits)
+    if temperature == 0.0 or top_k is not None:  # read x before the softmax, whose checks refuse NaN otherwise
+        if checks is None:
+            if bool(torch.isnan(x).any()):
+                _nan_logits()
+        else:
+            checks.add(torch.isnan(x).any(), _nan_logits)
     if temperature == 0.0:
         return one_hot_argmax(x)
     if top_k is not None:  # ties at the k-th value as transformers sees them: after the temperature
