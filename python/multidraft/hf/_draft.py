@@ -8,7 +8,7 @@ import torch
 
 from .._device.loop import Checks, draft_all
 from ..schemes import draft_seed
-from ._laws import AUTO_DRAFT_TOKENS, truncate_draft
+from ._laws import support_bound, truncate_draft
 from ._round import RoundTree
 from ._setup import Setup
 from ._shape import Tree
@@ -47,12 +47,6 @@ def draft_round(s: Setup, shape: Tree, cache: TreeCache, pending, active, rows, 
         laws = _draft_law(s, flat, prefixes, [b for _, b, _ in picked], V, checks)
         _draw(s, trees, [(r, parents[r][k]) for r, _, k in picked], laws, rngs, checks)
         depth += 1
-
-
-def support_bound(draft_top_k) -> Optional[int]:
-    """The most tokens a draft law of the loop holds (its top-k cut; None: no bound), which sizes
-    the one host read of a depth's draft laws (``_device.loop.draft_all``)."""
-    return AUTO_DRAFT_TOKENS if draft_top_k == "auto" else draft_top_k
 
 
 def _draw(s: Setup, trees: List[RoundTree], nodes: List[Tuple[int, int]], laws: torch.Tensor, rngs,

@@ -106,6 +106,12 @@ AUTO_DRAFT_MASS = 0.995
 AUTO_DRAFT_TOKENS = 32
 
 
+def support_bound(draft_top_k) -> Optional[int]:
+    """The most tokens a draft law of the loop holds after :func:`truncate_draft` with
+    ``draft_top_k`` (None: no bound)."""
+    return AUTO_DRAFT_TOKENS if draft_top_k == "auto" else draft_top_k
+
+
 def truncate_draft(q, k):
     """The draft law (N, V) restricted to its k most probable tokens ([GR] App. N), renormalised;
     ``k="auto"``: per row, the fewest most probable tokens whose mass reaches

@@ -9,7 +9,8 @@ import torch
 
 from .._device import host_bytes_read
 from .._device.loop import Checks
-from ._draft import draft_round, support_bound
+from ._draft import draft_round
+from ._laws import support_bound
 from ._score import score_round
 from ._setup import Setup, row_generators
 from ._stats import GenerationStats

@@ -10,7 +10,7 @@ import torch
 
 from .. import _validation as check
 from ..verifiers import Verifier, verifier as make_verifier
-from ._laws import AUTO_DRAFT_TOKENS, Law
+from ._laws import Law, support_bound
 from ._oov import DraftVocabulary
 from ._shape import Tree
 from ._stats import GenerationStats
@@ -99,8 +99,7 @@ class Setup:
         """Before any forward pass: set ``group_cap``, the most drafts the verifier draws at one
         node (see ``planner.budget``), after a ValueError for a shape whose verification would stall;
         with ``tree="auto"`` build the planner (its cost curves are measured on first use)."""
-        support = V if self.draft_top_k is None else min(V, AUTO_DRAFT_TOKENS if self.draft_top_k == "auto"
-                                                            else self.draft_top_k)
+        support = V if self.draft_top_k is None else min(V, support_bound(self.draft_top_k))
         if self.node_budget is None:
             self.group_cap = check_group(self.verifier, support, self.shape.widest_group())
         else:

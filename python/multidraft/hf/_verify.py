@@ -21,7 +21,7 @@ def verify_rows(trees: List[RoundTree], laws, generators: List[np.random.Generat
                 support: Optional[int], checks: Checks) -> List[Tuple[List[int], List[int]]]:
     """Verify every active row's tree; ``laws(pairs)``: the target laws (len(pairs), V) after the
     (row, node) pairs (node 0: the root), on the models' device; ``support``: the bound on the
-    draft laws' supports (``_draft.support_bound``); ``checks``: read with the verification's read.
+    draft laws' supports (``_laws.support_bound``); ``checks``: read with the verification's read.
 
     Each row walks its tree from the root: at a node its group is verified against the target law
     there, the output token is a sample of that law; if it is one of the drafts the walk continues
