@@ -33,19 +33,14 @@ CONFIGS = (("sps (full draft)", "sps", 1, None), ("sps", "sps", 1, 32), ("global
            ("otlp", "otlp", 2, 32), ("rrs", "rrs", 4, 32), ("topk", "topk", 4, 32))
 
 
-def synchronise(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def median_ms(call, device: torch.device, repeats: int) -> float:
     call()
-    synchronise(device)
+    _device.synchronize(device)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         call()
-        synchronise(device)
+        _device.synchronize(device)
         times.append(time.perf_counter() - start)
     return 1e3 * float(np.median(times))
 

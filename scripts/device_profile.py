@@ -35,22 +35,17 @@ CONFIGS = (("sps chain L=4", dict(verifier="sps", num_drafts=1, draft_length=4, 
            ("topk tree (4, 2, 2)", dict(verifier="topk", tree=(4, 2, 2), draft_top_k=16)))
 
 
-def synchronise(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def profiled(run, device: torch.device):
     """(seconds, result, profiler) of ``run()`` under ``torch.profiler``, after one unprofiled warm-up."""
     run()
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    synchronise(device)
+    _device.synchronize(device)
     with torch.profiler.profile(activities=activities) as profiler:
         start = time.perf_counter()
         result = run()
-        synchronise(device)
+        _device.synchronize(device)
         seconds = time.perf_counter() - start
     return seconds, result, profiler
 

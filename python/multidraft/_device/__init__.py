@@ -181,7 +181,8 @@ def host_integer(dtype) -> bool:
 # ----------------------------------------------------------------------------- the layers, re-exported
 
 from .tensors import (PerDevice, begin_call, host_bytes_read, host_reads, last_device_bytes,  # noqa: E402
-                      last_host_bytes, leading, read_together, row_sums, stacked_row_sums, to_host)
+                      last_host_bytes, leading, read_together, row_sums, stacked_row_sums, synchronize,
+                      to_host)
 from .laws import Law, as_tensor, laws, refuse_failed, refuse_logits, softmax, softmax_deferred  # noqa: E402
 from .compressed import (Compressed, drawn_on_host, host_tokens, kept_outside, solver_groups,  # noqa: E402
                          truncation_for, verified_on_host)

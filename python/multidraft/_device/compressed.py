@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _validation as check
 from . import host_body
-from .tensors import leading, row_sums, to_device, to_host, torch_module
+from .tensors import leading, read_together, row_sums, to_device, to_host, torch_module
 from .laws import Law
 
 
@@ -65,7 +65,7 @@ class Compressed:
         B, models, V = q.shape
         zero = torch.zeros(B, 1, dtype=torch.float64, device=q.device)
         valid = torch.arange(K, device=q.device) < counts.unsqueeze(-1)
-        columns = [self.ids.to(torch.float64)]  # ids < 2**53: exact in float64
+        columns = [self.ids]
         if self.p is not None:
             scale = target.scale.unsqueeze(-1)
             p_kept = torch.where(valid, self.p.gather(1, self.ids).to(torch.float64) / scale, 0.0)
@@ -74,13 +74,11 @@ class Compressed:
             columns.append(torch.cat([p_kept, zero], 1).scatter(1, counts.unsqueeze(-1), p_out))
         q_kept = q.gather(2, self.ids.unsqueeze(1).expand(B, models, K)).to(torch.float64) / draft.scale.unsqueeze(-1)
         q_kept = torch.where(valid.unsqueeze(1), q_kept, 0.0)
-        columns.append(torch.cat([q_kept, zero.unsqueeze(1).expand(B, models, 1)], 2).reshape(B, -1))
-        packed = to_host(torch.cat(columns, 1))
-        self.host_ids = packed[:, :K].astype(np.int64)
-        width, at = K + 1, K
+        columns.append(torch.cat([q_kept, zero.unsqueeze(1).expand(B, models, 1)], 2))
+        read = read_together(*columns)
+        self.host_ids, self.q_c = read[0], read[-1]
         if self.p is not None:
-            self.p_c, at = packed[:, at:at + width], at + width
-        self.q_c = packed[:, at:].reshape(B, models, width)
+            self.p_c = read[1]
 
     def _support_ids(self, support, K: int):
         """(B, K) ids of the kept tokens, ascending, padded with 0: the row-major nonzeros of

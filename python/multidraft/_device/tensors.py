@@ -1,7 +1,7 @@
 """Tensors between the host and a device: the torch module (imported only with a tensor in hand), the
 one device of a call, per-device copies of host objects, counted transfers (every host read of the
-device path goes through :func:`to_host`), and float64 row sums in an order that does not depend on
-the batch (docs/design/device-path.md, Section 6)."""
+device path goes through :func:`to_host`), waiting for a device (:func:`synchronize`), and float64
+row sums in an order that does not depend on the batch (docs/design/device-path.md, Section 6)."""
 from __future__ import annotations
 
 import threading
@@ -109,6 +109,18 @@ def read_together(*tensors) -> List[np.ndarray]:
         out.append((chunk.view(np.float64) if t.dtype.is_floating_point else chunk).reshape(tuple(t.shape)))
         at += t.numel()
     return out
+
+
+def synchronize(device=None) -> None:
+    """Wait until the kernels queued on ``device`` (a torch device or its name) have run: a timer
+    of a call on an asynchronous device stops there. None: every accelerator the process has
+    started; a no-op on the CPU."""
+    torch = torch_module()
+    kind = None if device is None else torch.device(device).type
+    if kind == "cuda" or kind is None and torch.cuda.is_initialized():
+        torch.cuda.synchronize(device)
+    if kind == "mps" or kind is None and torch.backends.mps.is_available():
+        torch.mps.synchronize()
 
 
 def to_device(array: np.ndarray, device):

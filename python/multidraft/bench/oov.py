@@ -22,6 +22,7 @@ Contexts are split three ways: *calibration* (Omega, the covariance of the targe
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -236,9 +237,9 @@ def timing(V: int, contexts: int = 32, rows_fraction: float = 0.25, top_k: int =
         import torch
 
         on = {name: torch.tensor(x, dtype=torch.float32, device=device) for name, x in (("p", p), ("q", q))}
-        sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else None
         M.proposal(on["q"][:1])  # M^T is copied to the device once, before the timed calls
-        measured = per_token(vmap, M, torch.tensor(prior, device=device), on["p"], on["q"], seed, tokens, sync)
+        measured = per_token(vmap, M, torch.tensor(prior, device=device), on["p"], on["q"], seed, tokens,
+                             functools.partial(_device.synchronize, device))
         for name, (ms, read) in measured.items():
             row[f"tensor_{name}_ms"], row[f"tensor_{name}_bytes"] = ms, read
     return row

@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 import numpy as np
-import torch
 
+from .._device import synchronize
 from .methods import time_ms
 
 
 def timed_runs(run: Callable[[int], object], repeats: int, passes: Dict[str, int]):
     """One warm-up run, then ``repeats`` runs: (median seconds, target passes, outputs)."""
-    def synchronised(i):  # a CUDA run ends when its kernels have
+    def synchronised(i):  # a run on a device ends when its kernels have
         out = run(i)
-        if torch.cuda.is_initialized():
-            torch.cuda.synchronize()
+        synchronize()
         return out
 
     synchronised(repeats)

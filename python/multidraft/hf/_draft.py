@@ -75,6 +75,6 @@ def _draft_law(s: Setup, logits: torch.Tensor, prefixes: Optional[List[List[int]
     the sampling law of the draft logits laid over the target ids, RDK's proposal for an
     out-of-vocabulary draft, top-k cut. The cut renormalises, so a law it cuts directly is left
     unnormalised (RDK's proposal takes normalised laws)."""
-    cut_directly = s.draft_top_k is not None and s.vocabulary.affinity is None
+    cut_directly = s.draft_top_k is not None and s.vocabulary.proposal_is_identity
     law = s.law(s.vocabulary.logits(logits, V), prefixes, owners, checks, normalise=not cut_directly)
     return truncate_draft(s.vocabulary.proposal(law), s.draft_top_k)

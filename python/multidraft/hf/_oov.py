@@ -73,6 +73,12 @@ class DraftVocabulary:
         out[..., targets] = logits[..., columns]
         return out
 
+    @property
+    def proposal_is_identity(self) -> bool:
+        """Whether :meth:`proposal` returns its law as given (TLI, or no map): such a law may stay
+        unnormalised when the top-k cut renormalises it anyway; RDK's product takes normalised laws."""
+        return self.affinity is None
+
     def proposal(self, q_prime: torch.Tensor) -> torch.Tensor:
         """p' = M^T q' (RDK), or q' itself (TLI) without an affinity matrix: laws (N, V) on the models' device."""
         return q_prime if self.affinity is None else self.affinity.proposal(q_prime)

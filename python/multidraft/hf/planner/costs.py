@@ -10,6 +10,7 @@ from typing import Callable, Sequence, Union
 
 import numpy as np
 
+from ..._device import synchronize
 from .checks import _check_int, _check_parents, _check_verify_cost
 from .tokens import _groups, expected_tokens
 
@@ -83,14 +84,6 @@ def round_seconds(parents, target_cost: Cost, draft_cost: Cost, verify_cost: flo
 
 # ----------------------------------------------------------------------------- measurement
 
-def _synchronize(device) -> None:
-    import torch
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
 def measure_costs(model, context_ids, sizes, repeats: int = 3, cache=None) -> np.ndarray:
     """Seconds of one forward pass of a causal LM over m new tokens after a cached context.
 
@@ -130,11 +123,11 @@ def measure_costs(model, context_ids, sizes, repeats: int = 3, cache=None) -> np
             mask = torch.ones(B, T + m, dtype=torch.long, device=device)
             times = []
             for repeat in range(repeats + 1):
-                _synchronize(device)
+                synchronize(device)
                 start = time.perf_counter()
                 model(input_ids=new, past_key_values=cache, position_ids=positions, attention_mask=mask,
                       use_cache=True)
-                _synchronize(device)
+                synchronize(device)
                 if repeat:  # the first pass warms up kernels for this shape
                     times.append(time.perf_counter() - start)
                 cache.crop(-m)  # negative: remove the m new positions
