@@ -21,7 +21,7 @@
 #include "options.hpp"
 #include "multidraft/batch/batched_calls.hpp"
 #include "multidraft/batch/row_runs.hpp"
-#include "multidraft/batch/thread_pool.hpp"
+#include "multidraft/detail/thread_pool.hpp"
 #include "multidraft/global_resolution/plan.hpp"
 #include "multidraft/otlp/otlp_plan.hpp"
 #include "multidraft/otlp/relaxed_network.hpp"

@@ -17,11 +17,10 @@ CORE = INCLUDE / "multidraft"
 LAYERS = [
     ("detail",),
     ("core", "global_resolution/sums"),
-    ("otlp",),
+    ("otlp", "oov"),
     ("baselines", "global_resolution"),
     ("registry",),
     ("batch",),
-    ("oov",),  # the affinity matrix spreads its rows over batch/thread_pool.hpp
 ]
 LAYER_OF = {folder: level for level, folders in enumerate(LAYERS) for folder in folders}
 PROJECT_INCLUDE = re.compile(r'^\s*#\s*include\s+"multidraft/(.+)"', re.M)

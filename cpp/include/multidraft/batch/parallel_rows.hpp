@@ -1,11 +1,11 @@
-// Rows of a batch spread over the process's thread pool (thread_pool.hpp), in chunks sized so
-// that a woken thread has enough work to pay for its wake-up. Plain C++: a Python binding
+// Rows of a batch spread over the process's thread pool (detail/thread_pool.hpp), in chunks
+// sized so that a woken thread has enough work to pay for its wake-up. Plain C++: a Python binding
 // releases the GIL around the call, so the bodies must not touch Python objects.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 
-#include "multidraft/batch/thread_pool.hpp"
+#include "multidraft/detail/thread_pool.hpp"
 
 namespace multidraft {
 

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "multidraft/batch/thread_pool.hpp"
+#include "multidraft/detail/thread_pool.hpp"
 
 namespace multidraft {
 
