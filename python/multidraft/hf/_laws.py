@@ -9,6 +9,7 @@ own prefix (the draft tokens before it included).
 from __future__ import annotations
 
 import inspect
+import itertools
 import numbers
 from typing import Callable, List, Optional, Sequence
 
@@ -181,16 +182,24 @@ def warp_law(temperature: float, top_k: Optional[int], top_p: Optional[float]) -
                uses_prefixes=False)
 
 
+#: Processors whose ``__call__`` never reads ``input_ids``, not even its shape (transformers'
+#: logits_process.py): the scores alone give their output, so one call takes every position.
+_ID_FREE = ("TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper",
+            "TypicalLogitsWarper", "EpsilonLogitsWarper", "EtaLogitsWarper", "TopHLogitsWarper",
+            "SuppressTokensLogitsProcessor", "InfNanRemoveLogitsProcessor")
 #: Processors whose output row depends on that row's ids and scores only: any batch will do.
-_ROW_WISE = ("TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper",
-             "TypicalLogitsWarper", "EpsilonLogitsWarper", "EtaLogitsWarper", "TopHLogitsWarper",
-             "NoRepeatNGramLogitsProcessor", "NoBadWordsLogitsProcessor", "MinLengthLogitsProcessor",
-             "MinNewTokensLengthLogitsProcessor", "SuppressTokensLogitsProcessor",
-             "SuppressTokensAtBeginLogitsProcessor", "SequenceBiasLogitsProcessor", "InfNanRemoveLogitsProcessor",
-             "ExponentialDecayLengthPenalty")
+_ROW_WISE = _ID_FREE + ("NoRepeatNGramLogitsProcessor", "NoBadWordsLogitsProcessor", "MinLengthLogitsProcessor",
+                        "MinNewTokensLengthLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",
+                        "SequenceBiasLogitsProcessor", "ExponentialDecayLengthPenalty")
+
+
+def _id_free(processor) -> bool:
+    """Whether ``processor`` ignores the ids (:data:`_ID_FREE`): it needs no prefixes at all."""
+    return type(processor).__name__ in _ID_FREE
 
 
 def _row_wise(processor) -> bool:
+    """Whether ``processor``'s output row depends on that row's ids and scores only (:data:`_ROW_WISE`)."""
     name = type(processor).__name__
     if name == "RepetitionPenaltyLogitsProcessor":  # per-row prompt padding lengths are batch state
         return not isinstance(processor.prompt_ignore_length, torch.Tensor)
@@ -198,33 +207,42 @@ def _row_wise(processor) -> bool:
 
 
 def processor_law(processors, greedy: bool, rows: int) -> Law:
-    """The law transformers samples from: the processors on float32 logits, then argmax (greedy)
-    or softmax. Processors take rectangles, so positions are processed in groups of equal prefix
-    length; a processor that may keep per-row state (e.g. the repetition penalty's prompt padding
-    of a left-padded batch) gets batches of exactly ``rows`` rows, each position in its own row
-    (the other rows repeat one of them and are discarded)."""
-    row_wise = all(_row_wise(p) for p in processors)
-    apply = _applier(processors)
+    """The law transformers samples from: the processors on float32 logits, in their order, then
+    argmax (greedy) or softmax. A run of processors that ignore the ids is one call over all
+    positions. The others take rectangles, so positions are processed in groups of equal prefix
+    length (:class:`_Groups`); a processor that may keep per-row state (e.g. the repetition
+    penalty's prompt padding of a left-padded batch) gets batches of exactly ``rows`` rows, each
+    position in its own row (the other rows repeat one of them and are discarded)."""
+    stages = _stages(processors)
+    reading = [p for p in processors if not _id_free(p)]
+    row_wise = all(_row_wise(p) for p in reading)
 
     def law(logits: torch.Tensor, prefixes, owners, checks, normalise) -> torch.Tensor:
-        scores = logits.detach().to(torch.float32, copy=True)  # the processors' own copy
-        groups = _calls(prefixes or (), owners, row_wise)  # no prefixes: no processor to run
-        if row_wise and groups and [i for group in groups for i in group] == list(range(scores.shape[0])):
-            scores = _runs(groups, scores, prefixes, apply)
-            groups = []
-        for group in groups:
-            ids = torch.tensor([prefixes[i] for i in group], dtype=torch.long, device=scores.device)
-            index = torch.tensor(group, device=scores.device)
-            if row_wise:
-                scores[index] = apply(ids, scores[index])
-                continue
-            batch_ids, batch_scores = ids[:1].repeat(rows, 1), scores[index[:1]].repeat(rows, 1)
-            where = torch.tensor([owners[i] for i in group], device=scores.device)
-            batch_ids[where], batch_scores[where] = ids, scores[index]
-            scores[index] = apply(batch_ids, batch_scores)[where]
+        groups = _Groups(prefixes, owners, None if row_wise else rows, logits.device) if reading else None
+        scores = groups.ordered(logits) if groups is not None else logits.detach().to(torch.float32, copy=True)
+        for reads_ids, apply in stages:
+            if reads_ids:
+                scores = groups.apply(apply, scores)
+            else:  # ids of the right batch size, never read: an allocation, no copy from the host
+                scores = apply(torch.empty((scores.shape[0], 0), dtype=torch.long, device=scores.device), scores)
+        if groups is not None:
+            scores = groups.restored(scores)
         return one_hot_argmax(scores) if greedy else _softmax(scores, 1.0, checks, normalise)
 
-    return Law(law, uses_prefixes=len(processors) > 0)
+    return Law(law, uses_prefixes=bool(reading))
+
+
+def _stages(processors) -> List[tuple]:
+    """``[(reads_ids, apply), ...]``: the processors cut into maximal runs that all read the ids or
+    all ignore them, in order, so each run of the second kind is one call over every position."""
+    runs: List[tuple] = []
+    for processor in processors:
+        reads_ids = not _id_free(processor)
+        if runs and runs[-1][0] == reads_ids:
+            runs[-1][1].append(processor)
+        else:
+            runs.append((reads_ids, [processor]))
+    return [(reads_ids, _applier(run)) for reads_ids, run in runs]
 
 
 def _applier(processors) -> Callable:
@@ -233,7 +251,9 @@ def _applier(processors) -> Callable:
     once. A processor that wants extra arguments is left to the list, which refuses it as it
     would in ``generate``."""
     if any(len(inspect.signature(p.__call__).parameters) > 2 for p in processors):
-        return processors
+        from transformers import LogitsProcessorList
+
+        return LogitsProcessorList(processors)
 
     def apply(ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         for processor in processors:
@@ -243,16 +263,66 @@ def _applier(processors) -> Callable:
     return apply
 
 
-def _runs(groups: List[List[int]], scores: torch.Tensor, prefixes: Sequence[List[int]], apply) -> torch.Tensor:
-    """The processed scores when the groups are consecutive runs of the positions, in order (a
-    chain's positions, a tree's levels): each run's scores a slice (a view, no copy), the results
-    joined by one ``cat`` instead of a gather and a scatter per group."""
-    out, start = [], 0
-    for group in groups:
-        ids = torch.tensor([prefixes[i] for i in group], dtype=torch.long, device=scores.device)
-        out.append(apply(ids, scores[start:start + len(group)]))
-        start += len(group)
-    return out[0] if len(out) == 1 else torch.cat(out)
+class _Groups:
+    """The positions of one law call grouped for the processors that read ids (:func:`_calls`),
+    the groups laid consecutively: the scores are put in group order once (a gather, none when
+    the order is already the identity, as in a chain or one row's tree), each group is a slice of
+    them, and one gather puts them back. What the device needs from the host comes in ONE upload
+    (:func:`_upload`): each group's prefixes as a rectangle, the order and its inverse unless it is
+    the identity, and with ``rows`` (a batch of exactly that many rows per call) the owners."""
+
+    def __init__(self, prefixes: Sequence[List[int]], owners: Sequence[int], rows: Optional[int], device):
+        groups = _calls(prefixes, owners, rows is None)
+        order = [i for group in groups for i in group]
+        self.rows, self.identity = rows, order == list(range(len(order)))
+        parts = [np.fromiter(itertools.chain.from_iterable(prefixes[i] for i in group), dtype=np.int64)
+                 for group in groups]
+        if not self.identity:
+            parts += [np.asarray(order, dtype=np.int64), np.argsort(order)]  # a permutation's argsort: its inverse
+        if rows is not None:
+            parts += [np.asarray([owners[i] for i in group], dtype=np.int64) for group in groups]
+        views = iter(_upload(parts, device))  # read in the order the parts were laid
+        self.ids = [next(views).view(len(group), len(prefixes[group[0]])) for group in groups]
+        self.order, self.inverse = (None, None) if self.identity else (next(views), next(views))
+        self.owners = [next(views) if rows is not None else None for _ in groups]
+        ends = list(itertools.accumulate(len(group) for group in groups))
+        self.bounds = [(end - len(group), end) for group, end in zip(groups, ends)]
+
+    def ordered(self, logits: torch.Tensor) -> torch.Tensor:
+        """The processors' own float32 copy of the logits, in group order."""
+        if self.identity:
+            return logits.detach().to(torch.float32, copy=True)
+        return logits.detach().index_select(0, self.order).to(torch.float32)  # the gather copied already
+
+    def restored(self, scores: torch.Tensor) -> torch.Tensor:
+        """Group-ordered scores back in the positions' order."""
+        return scores if self.identity else scores.index_select(0, self.inverse)
+
+    def apply(self, processors: Callable, scores: torch.Tensor) -> torch.Tensor:
+        """``processors`` on each group's slice of the group-ordered scores, joined by one ``cat``."""
+        out = []
+        for (start, stop), ids, where in zip(self.bounds, self.ids, self.owners):
+            part = scores[start:stop]
+            out.append(processors(ids, part) if where is None else _in_rows(processors, ids, part, where, self.rows))
+        return out[0] if len(out) == 1 else torch.cat(out)
+
+
+def _upload(parts: List[np.ndarray], device) -> List[torch.Tensor]:
+    """The int64 host arrays ``parts`` on ``device``, as views of ONE copy: on a GPU each blocking
+    copy from the host waits for the device's queue, so a law call makes one, not one per group."""
+    flat = _device.to_device(np.concatenate(parts), device)
+    ends = itertools.accumulate(len(part) for part in parts)
+    return [flat[end - len(part):end] for part, end in zip(parts, ends)]
+
+
+def _in_rows(processors: Callable, ids: torch.Tensor, scores: torch.Tensor, where: torch.Tensor,
+             rows: int) -> torch.Tensor:
+    """``processors`` on a group of positions with distinct owners ``where``, each in its owner's
+    row of a batch of exactly ``rows`` rows (the other rows repeat the first position and are
+    discarded), for a processor whose per-row state expects the whole batch."""
+    batch_ids, batch_scores = ids[:1].repeat(rows, 1), scores[:1].repeat(rows, 1)
+    batch_ids[where], batch_scores[where] = ids, scores
+    return processors(batch_ids, batch_scores)[where]
 
 
 def _calls(prefixes: Sequence[List[int]], owners: Sequence[int], row_wise: bool) -> List[List[int]]:

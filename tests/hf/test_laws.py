@@ -1,0 +1,159 @@
+"""multidraft.hf's law of transformers' logits processors (hf/_laws.py: processor_law).
+
+Each position's law must be the processors applied to that position alone (its prefix as a (1, T)
+batch, its scores (1, V) in float32), in their order, then argmax or the law's softmax: compared
+bit for bit, for random positions of mixed prefix lengths in mixed order, on the host path and on
+the accelerator's path (CPU tensors with multidraft._device.CPU_ON_HOST = False). Processors that
+ignore the ids run once over all positions and need no prefixes; those that read them get one
+upload of the ids per call, whatever the number of groups (multidraft.bench.launches counts both).
+"""
+import random
+
+import pytest
+
+pytest.importorskip("torch", reason="multidraft.hf needs torch and transformers: pip install 'multidraft[hf]'")
+import torch
+from transformers.generation.logits_process import (MinNewTokensLengthLogitsProcessor, MinPLogitsWarper,
+                                                     NoRepeatNGramLogitsProcessor, RepetitionPenaltyLogitsProcessor,
+                                                     SuppressTokensLogitsProcessor, TemperatureLogitsWarper,
+                                                     TopKLogitsWarper, TopPLogitsWarper)
+
+import multidraft as md
+from multidraft.bench.launches import Launches
+from multidraft.hf._laws import one_hot_argmax, processor_law
+
+V = 40
+ROWS = 3
+PROMPT_LENGTH = 3
+EOS = 0
+
+
+def id_free():
+    return [TemperatureLogitsWarper(0.7), TopKLogitsWarper(12), TopPLogitsWarper(0.9), MinPLogitsWarper(0.05)]
+
+
+def reading_ids():
+    return [RepetitionPenaltyLogitsProcessor(1.5), NoRepeatNGramLogitsProcessor(2),
+            MinNewTokensLengthLogitsProcessor(PROMPT_LENGTH, 3, EOS)]
+
+
+PROCESSORS = {  # name: a function making fresh processors (some keep state)
+    "none": lambda: [],
+    "id-free": id_free,
+    "reading ids": reading_ids,
+    "mixed": lambda: [RepetitionPenaltyLogitsProcessor(1.3), TemperatureLogitsWarper(0.8),
+                      NoRepeatNGramLogitsProcessor(2), TopKLogitsWarper(10),
+                      MinNewTokensLengthLogitsProcessor(PROMPT_LENGTH, 2, EOS), SuppressTokensLogitsProcessor([1, 2]),
+                      TopPLogitsWarper(0.85), MinPLogitsWarper(0.02)],
+    "id-free first": lambda: [*id_free()[:2], *reading_ids(), *id_free()[2:]],
+}
+
+
+def positions(seed, n, lengths=(3, 4, 5, 6)):
+    """(logits (n, V) float32, prefixes, owners): random prefixes of mixed lengths with repeated
+    tokens (so the repetition and n-gram processors act), in random order."""
+    rng = random.Random(seed)
+    prefixes = [[rng.randrange(5) for _ in range(rng.choice(lengths))] for _ in range(n)]
+    owners = [rng.randrange(ROWS) for _ in range(n)]
+    logits = 3 * torch.randn(n, V, generator=torch.Generator().manual_seed(seed))
+    return logits, prefixes, owners
+
+
+def alone(processors, prefix, scores):
+    """The processors on one position: its prefix as a (1, T) batch, its scores (1, V) in float32."""
+    ids, scores = torch.tensor([prefix], dtype=torch.long), scores.to(torch.float32).reshape(1, -1)
+    for processor in processors:
+        scores = processor(ids, scores)
+    return scores
+
+
+def reference(processors, logits, prefixes, greedy):
+    """Each position's law on its own: argmax or the law's softmax (md.softmax, float64) of its scores."""
+    scores = torch.cat([alone(processors, prefix, row) for prefix, row in zip(prefixes, logits)])
+    return one_hot_argmax(scores) if greedy else md.softmax(scores, 1.0)
+
+
+@pytest.fixture(params=[True, False], ids=["host path", "device path"])
+def cpu_on_host(request, monkeypatch):
+    monkeypatch.setattr("multidraft._device.CPU_ON_HOST", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("greedy", [False, True], ids=["sampling", "greedy"])
+@pytest.mark.parametrize("name", list(PROCESSORS))
+@pytest.mark.parametrize("seed", range(3))
+def test_each_position_gets_the_processors_on_its_own_prefix(seed, name, greedy, cpu_on_host):
+    logits, prefixes, owners = positions(seed, 9 + seed)
+    law = processor_law(PROCESSORS[name](), greedy, ROWS)
+    got = law(logits, prefixes if law.uses_prefixes else None, owners)
+    assert got.dtype == torch.float64 and got.shape == logits.shape
+    assert torch.equal(got, reference(PROCESSORS[name](), logits, prefixes, greedy))
+
+
+@pytest.mark.parametrize("name", ["reading ids", "mixed"])
+def test_positions_already_in_group_order_and_one_group(name, cpu_on_host):
+    """A chain's or a tree's positions come with nondecreasing prefix lengths (no reordering), a
+    draft depth's positions often with one length (one group)."""
+    logits, prefixes, owners = positions(7, 8)
+    for ordered in (sorted(prefixes, key=len), [prefixes[0] + [1] * k for k in range(8)], [prefixes[0]] * 8):
+        law = processor_law(PROCESSORS[name](), False, ROWS)
+        assert torch.equal(law(logits, ordered, owners), reference(PROCESSORS[name](), logits, ordered, False))
+
+
+def test_a_processor_with_batch_state_sees_each_position_in_its_owners_row(cpu_on_host):
+    """The repetition penalty with per-row prompt lengths (a tensor of the batch's rows) is not
+    row-wise: each position sits in its owner's row of a batch of exactly ROWS rows, where it is
+    penalised as the same penalty with that row's prompt length (an int) penalises it alone."""
+    ignore = [1, 4, 2]
+    logits, prefixes, owners = positions(3, 10)
+    law = processor_law([TemperatureLogitsWarper(0.9), RepetitionPenaltyLogitsProcessor(
+        1.7, prompt_ignore_length=torch.tensor(ignore)), TopKLogitsWarper(15)], False, ROWS)
+    got = law(logits, prefixes, owners)
+    for i, (prefix, owner) in enumerate(zip(prefixes, owners)):
+        own = [TemperatureLogitsWarper(0.9), RepetitionPenaltyLogitsProcessor(1.7, prompt_ignore_length=ignore[owner]),
+               TopKLogitsWarper(15)]
+        assert torch.equal(got[i], md.softmax(alone(own, prefix, logits[i]), 1.0)[0]), i
+
+
+def test_only_processors_that_read_ids_need_prefixes():
+    assert not processor_law([], False, 1).uses_prefixes
+    assert not processor_law(id_free(), False, 1).uses_prefixes
+    assert not processor_law([SuppressTokensLogitsProcessor([1])], True, 1).uses_prefixes
+    assert processor_law(reading_ids(), False, 1).uses_prefixes
+    assert processor_law([*id_free(), NoRepeatNGramLogitsProcessor(3)], False, 1).uses_prefixes
+
+
+def counted(law, logits, prefixes, owners):
+    with torch.inference_mode(), Launches() as count:
+        law(logits, prefixes, owners)
+    return count
+
+
+def test_id_free_processors_run_once_over_all_positions(monkeypatch):
+    """One call of each processor whatever the prefix lengths (a draft depth, a round's target
+    laws): the same ops as for positions of one length, fewer than a call per length, no upload,
+    and the same without prefixes."""
+    monkeypatch.setattr("multidraft._device.CPU_ON_HOST", False)
+    logits, prefixes, owners = positions(1, 12)
+    law = processor_law(id_free(), False, ROWS)
+    lengths = {len(prefix) for prefix in prefixes}
+    mixed = counted(law, logits, prefixes, owners)
+    one_length = counted(law, logits, [prefixes[0]] * len(prefixes), owners)
+    per_length = len(lengths) * counted(law, logits[:1], prefixes[:1], owners[:1]).ops
+    assert len(lengths) > 1 and mixed.uploads == 0
+    assert mixed.ops == one_length.ops == counted(law, logits, None, owners).ops < per_length
+
+
+def test_ids_go_to_the_device_in_one_upload(monkeypatch):
+    """Processors that read ids: one upload per law call whatever the number of groups; positions
+    out of group order cost one gather in (which is also the processors' copy of float32 logits)
+    and one gather out, positions in order none."""
+    monkeypatch.setattr("multidraft._device.CPU_ON_HOST", False)
+    logits, prefixes, owners = positions(2, 12)
+    law = processor_law(PROCESSORS["mixed"](), False, ROWS)
+    assert len({len(prefix) for prefix in prefixes}) > 1 and prefixes != sorted(prefixes, key=len)
+    shuffled = counted(law, logits, prefixes, owners)
+    in_order = counted(law, logits, sorted(prefixes, key=len), owners)
+    assert shuffled.uploads == in_order.uploads == 1
+    assert shuffled.by_op["aten::index_select"] == 2 and in_order.by_op["aten::index_select"] == 0
+    assert shuffled.ops == in_order.ops + 1
