@@ -2,11 +2,12 @@
 # The GPU run of docs/benchmarks/gpu.md, for a machine with an NVIDIA GPU and nothing else reachable
 # (an image with python3, torch (CUDA), transformers, numpy, scipy, pytest, hypothesis, cmake and g++).
 # Brought along, git-ignored: .whl/ (the cmeel-eigen 3.4.1 and pybind11 3.1.0 wheels: pip download
-# --no-deps) and gpu-pair/ (the trained pair of scripts/train_pair.py in bfloat16, with its tokenizer,
-# and next_token_pairs-128.npz, the first 128 held-out contexts of its dataset for the tree search;
-# docs/benchmarks/gpu.md says how both were made). It builds the core for this machine, then runs the
-# STEPS asked for (VOCABS: the vocabulary sizes of the verify step, default 32000,128000; DEPTHS, BUDGETS,
-# REPEATS: the inflated-trees step's grid, default 4,5 / 8,16,32 / 3):
+# --no-deps) and the directory PAIR (default gpu-pair/: a trained pair of scripts/train_pair.py in
+# bfloat16 with its tokenizer, and next_token_pairs-128.npz, the first 128 held-out contexts of its
+# dataset for the tree search, packed by scripts/gpu_pair.py; DRAFT names the draft's directory in it,
+# default draft). It builds the core for this machine, then runs the STEPS asked for (VOCABS: the
+# vocabulary sizes of the verify step, default 32000,128000; DEPTHS, BUDGETS, REPEATS: the
+# inflated-trees step's grid, default 4,5 / 8,16,32 / 3):
 #   tests       the device tests on CUDA (the generation loop on the device included)
 #   generation  chains against target.generate and assisted generation (python -m multidraft.bench
 #               --generation --device cuda)
@@ -34,6 +35,8 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 STEPS=${STEPS:-tests generation trees verify rdk profile inflated inflated-trees threads}  # the parts to run after the build
 DEVICE=${DEVICE:-cuda}
+PAIR=${PAIR:-gpu-pair}  # the carried pair (see above) and its draft's directory in it
+DRAFT=${DRAFT:-draft}
 step() { echo "== $* ($(date +%T))" | tee -a "$OUT/steps.txt"; }
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
 
@@ -53,12 +56,12 @@ wanted tests && step "device tests on $DEVICE" && MULTIDRAFT_TEST_DEVICE=$DEVICE
 # 3.1 (docs/benchmarks/gpu.md, "Import order")
 BENCH=("$PY" -c "import torch, sys; from multidraft.bench.cli import main
 sys.exit(main(sys.argv[1:]))")
-wanted generation && step "generation" && timeout 200 "${BENCH[@]}" --generation --pair gpu-pair --draft draft --device "$DEVICE" \
+wanted generation && step "generation" && timeout 200 "${BENCH[@]}" --generation --pair "$PAIR" --draft "$DRAFT" --device "$DEVICE" \
     --dtype bfloat16 --configs sps:1,global_resolution:2,global_resolution:4,otlp:2 --draft-length 4 --new-tokens 64 \
     --repeats 3 --draft-top-k 16 2>&1 | grep -v "Loading weights" | tee "$OUT/generation.md"
 # the flat cost curve of a GPU's target pass is where the cost model predicts trees pay (generation.md, "Token trees")
-wanted trees && step "token trees" && timeout 240 "${BENCH[@]}" --generation --pair gpu-pair --draft draft --device "$DEVICE" \
-    --dtype bfloat16 --trees --no-chains --dataset gpu-pair/next_token_pairs-128.npz --depths 4,5 --budgets 4,8,16,32 \
+wanted trees && step "token trees" && timeout 240 "${BENCH[@]}" --generation --pair "$PAIR" --draft "$DRAFT" --device "$DEVICE" \
+    --dtype bfloat16 --trees --no-chains --dataset "$PAIR/next_token_pairs-128.npz" --depths 4,5 --budgets 4,8,16,32 \
     --new-tokens 64 --repeats 3 2>&1 | grep -v "Loading weights" | tee "$OUT/trees.md"
 wanted verify && step "verification: device path against host path" && timeout 200 $PY scripts/device_check.py --device "$DEVICE" --vocab "${VOCABS:-32000,128000}" --out "$OUT/verify.json" | tee "$OUT/verify.md"
 # RDK's per-token calls on float32 CUDA tensors beside NumPy's, at V = 32000 (docs/benchmarks/rdk.md)
@@ -66,13 +69,13 @@ wanted rdk && step "rdk on tensors" && timeout 120 "${BENCH[@]}" --rdk --quick -
 # the 8B shape in bfloat16 fills 12 GB of the GPU; a CPU dry run inflates to the moderate preset instead
 INFLATE=$([[ $DEVICE == cuda ]] && echo 8b || echo moderate)
 wanted profile && { step "profile, target inflated to $INFLATE"; timeout 240 $PY scripts/device_profile.py \
-    --device "$DEVICE" --inflate "$INFLATE" 2>&1 | grep -v "Loading weights" > "$OUT/profile.md"; head -40 "$OUT/profile.md"; }
-wanted inflated && step "generation, target inflated to $INFLATE" && timeout 240 "${BENCH[@]}" --generation --pair gpu-pair \
-    --draft draft --device "$DEVICE" --dtype bfloat16 --inflate "$INFLATE" --configs sps:1,global_resolution:2,otlp:2 \
+    --pair "$PAIR" --draft "$DRAFT" --device "$DEVICE" --inflate "$INFLATE" 2>&1 | grep -v "Loading weights" > "$OUT/profile.md"; head -40 "$OUT/profile.md"; }
+wanted inflated && step "generation, target inflated to $INFLATE" && timeout 240 "${BENCH[@]}" --generation --pair "$PAIR" \
+    --draft "$DRAFT" --device "$DEVICE" --dtype bfloat16 --inflate "$INFLATE" --configs sps:1,global_resolution:2,otlp:2 \
     --draft-length 4 --new-tokens 64 --repeats 3 --draft-top-k 16 --counts 2>&1 | grep -v "Loading weights" | tee "$OUT/inflated.md"
 wanted inflated-trees && step "token trees, target inflated to $INFLATE" && timeout 200 "${BENCH[@]}" --generation \
-    --pair gpu-pair --draft draft --device "$DEVICE" --dtype bfloat16 --inflate "$INFLATE" --trees --no-chains \
-    --dataset gpu-pair/next_token_pairs-128.npz --depths "${DEPTHS:-4,5}" --budgets "${BUDGETS:-8,16,32}" \
+    --pair "$PAIR" --draft "$DRAFT" --device "$DEVICE" --dtype bfloat16 --inflate "$INFLATE" --trees --no-chains \
+    --dataset "$PAIR/next_token_pairs-128.npz" --depths "${DEPTHS:-4,5}" --budgets "${BUDGETS:-8,16,32}" \
     --new-tokens 64 --repeats "${REPEATS:-3}" 2>&1 \
     | grep -v "Loading weights" | tee "$OUT/inflated-trees.md"
 # two threads against one on 64 rows of V = 32000 on this host's CPU, whose memory serves several cores

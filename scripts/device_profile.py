@@ -11,7 +11,8 @@ warm-up run:
 - the device's busy time per round (the sum of its kernels' time; ``cuda`` only) against the wall
   time: what is left is the device waiting for the host;
 - the operators with the most host time (self CPU time, all calls in the profiled run) and, on
-  ``cuda``, those with the most device time.
+  ``cuda``, those with the most device time;
+- the global_resolution configuration again with the core's thread pool cut to one thread.
 
 It answers the question of docs/benchmarks/gpu.md ("Token trees with the inflated target"): which
 part of a round costs more than the flat cost model expects. ``--device cpu`` is a dry run of the
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+import multidraft as md
 from multidraft import _device, hf
 from multidraft.bench.inflate import inflate, parse_shape
 
@@ -33,6 +35,9 @@ CONFIGS = (("sps chain L=4", dict(verifier="sps", num_drafts=1, draft_length=4, 
            ("global_resolution 4 chains of 4, top-k auto",
             dict(verifier="global_resolution", num_drafts=4, draft_length=4, draft_top_k="auto")),
            ("topk tree (4, 2, 2)", dict(verifier="topk", tree=(4, 2, 2), draft_top_k=16)))
+#: Label of the run of the global_resolution configuration with the core's thread pool cut to the
+#: calling thread: whether waking the pool's workers for a compressed batch costs a round its time.
+ONE_CORE_THREAD = "global_resolution 4 chains of 4, top-k auto, one core thread"
 
 
 def profiled(run, device: torch.device):
@@ -92,16 +97,21 @@ def main(argv=None) -> int:
                                                                     return_tensors="pt").input_ids.to(device)
     n = args.new_tokens
     print(f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}, torch {torch.__version__}, "
-          f"target {sum(p.numel() for p in target.parameters()) / 1e6:.0f} M parameters in {args.dtype}, {n} new tokens")
+          f"target {sum(p.numel() for p in target.parameters()) / 1e6:.0f} M parameters in {args.dtype}, {n} new tokens, "
+          f"{md.get_num_threads()} core threads")
     common = dict(max_new_tokens=n, min_new_tokens=n, do_sample=True, attention_mask=torch.ones_like(prompt),
                   pad_token_id=0)
     with torch.inference_mode():
         seconds, _, profiler = profiled(lambda: target.generate(prompt, **common), device)
         report("target.generate", seconds, n, profiler)
-        for label, options in CONFIGS:
+        runs = list(CONFIGS) + [(ONE_CORE_THREAD, CONFIGS[1][1])]
+        threads = md.get_num_threads()
+        for label, options in runs:
+            md.set_num_threads(1 if label == ONE_CORE_THREAD else threads)
             seconds, result, profiler = profiled(
                 lambda: hf.generate(target, draft, prompt, n, seed=0, eos_token_id=None, **options), device)
             report(label, seconds, result.stats.target_calls, profiler, result.stats)
+        md.set_num_threads(threads)
     return 0
 
 
