@@ -5,7 +5,8 @@ batch, its scores (1, V) in float32), in their order, then argmax or the law's s
 bit for bit, for random positions of mixed prefix lengths in mixed order, on the host path and on
 the accelerator's path (CPU tensors with multidraft._device.CPU_ON_HOST = False). Processors that
 ignore the ids run once over all positions and need no prefixes; those that read them get one
-upload of the ids per call, whatever the number of groups (multidraft.bench.launches counts both).
+upload of the ids per call, whatever the number of groups, and none when they read only the ids'
+length (multidraft.bench.launches counts both).
 """
 import random
 
@@ -13,8 +14,10 @@ import pytest
 
 pytest.importorskip("torch", reason="multidraft.hf needs torch and transformers: pip install 'multidraft[hf]'")
 import torch
-from transformers.generation.logits_process import (MinNewTokensLengthLogitsProcessor, MinPLogitsWarper,
+from transformers.generation.logits_process import (ExponentialDecayLengthPenalty, MinLengthLogitsProcessor,
+                                                     MinNewTokensLengthLogitsProcessor, MinPLogitsWarper,
                                                      NoRepeatNGramLogitsProcessor, RepetitionPenaltyLogitsProcessor,
+                                                     SuppressTokensAtBeginLogitsProcessor,
                                                      SuppressTokensLogitsProcessor, TemperatureLogitsWarper,
                                                      TopKLogitsWarper, TopPLogitsWarper)
 
@@ -37,6 +40,13 @@ def reading_ids():
             MinNewTokensLengthLogitsProcessor(PROMPT_LENGTH, 3, EOS)]
 
 
+def length_only():
+    """Processors that read the prefix length only (``input_ids.shape[-1]``), each acting on some
+    of the lengths of :func:`positions`."""
+    return [MinLengthLogitsProcessor(5, EOS), MinNewTokensLengthLogitsProcessor(PROMPT_LENGTH, 3, EOS),
+            SuppressTokensAtBeginLogitsProcessor([1, 2], 4), ExponentialDecayLengthPenalty((4, 1.5), EOS, 3)]
+
+
 PROCESSORS = {  # name: a function making fresh processors (some keep state)
     "none": lambda: [],
     "id-free": id_free,
@@ -46,6 +56,7 @@ PROCESSORS = {  # name: a function making fresh processors (some keep state)
                       MinNewTokensLengthLogitsProcessor(PROMPT_LENGTH, 2, EOS), SuppressTokensLogitsProcessor([1, 2]),
                       TopPLogitsWarper(0.85), MinPLogitsWarper(0.02)],
     "id-free first": lambda: [*id_free()[:2], *reading_ids(), *id_free()[2:]],
+    "length only": lambda: [*length_only(), *id_free()],
 }
 
 
@@ -157,3 +168,15 @@ def test_ids_go_to_the_device_in_one_upload(monkeypatch):
     assert shuffled.uploads == in_order.uploads == 1
     assert shuffled.by_op["aten::index_select"] == 2 and in_order.by_op["aten::index_select"] == 0
     assert shuffled.ops == in_order.ops + 1
+
+
+def test_processors_reading_the_length_only_need_no_ids_on_the_device(monkeypatch):
+    """Processors that read only the prefix length (min length, min new tokens, suppression at
+    the first token, the length penalty) get rectangles of each length without the ids: positions
+    in group order need no upload at all, positions out of order one (the order)."""
+    monkeypatch.setattr("multidraft._device.CPU_ON_HOST", False)
+    logits, prefixes, owners = positions(4, 12)
+    law = processor_law(PROCESSORS["length only"](), False, ROWS)
+    assert law.uses_prefixes and len({len(prefix) for prefix in prefixes}) > 1
+    assert counted(law, logits, sorted(prefixes, key=len), owners).uploads == 0
+    assert counted(law, logits, prefixes, owners).uploads == 1

@@ -187,10 +187,13 @@ def warp_law(temperature: float, top_k: Optional[int], top_p: Optional[float]) -
 _ID_FREE = ("TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper",
             "TypicalLogitsWarper", "EpsilonLogitsWarper", "EtaLogitsWarper", "TopHLogitsWarper",
             "SuppressTokensLogitsProcessor", "InfNanRemoveLogitsProcessor")
+#: Processors whose ``__call__`` reads only the length of the ids (``input_ids.shape[-1]``): they
+#: need rectangles of equal prefix length, but no ids on the device.
+_LENGTH_ONLY = ("MinLengthLogitsProcessor", "MinNewTokensLengthLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",
+                "ExponentialDecayLengthPenalty")
 #: Processors whose output row depends on that row's ids and scores only: any batch will do.
-_ROW_WISE = _ID_FREE + ("NoRepeatNGramLogitsProcessor", "NoBadWordsLogitsProcessor", "MinLengthLogitsProcessor",
-                        "MinNewTokensLengthLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",
-                        "SequenceBiasLogitsProcessor", "ExponentialDecayLengthPenalty")
+_ROW_WISE = _ID_FREE + _LENGTH_ONLY + ("NoRepeatNGramLogitsProcessor", "NoBadWordsLogitsProcessor",
+                                       "SequenceBiasLogitsProcessor")
 
 
 def _id_free(processor) -> bool:
@@ -216,9 +219,10 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
     stages = _stages(processors)
     reading = [p for p in processors if not _id_free(p)]
     row_wise = all(_row_wise(p) for p in reading)
+    ids_read = any(type(p).__name__ not in _LENGTH_ONLY for p in reading)
 
     def law(logits: torch.Tensor, prefixes, owners, checks, normalise) -> torch.Tensor:
-        groups = _Groups(prefixes, owners, None if row_wise else rows, logits.device) if reading else None
+        groups = _Groups(prefixes, owners, None if row_wise else rows, logits.device, ids_read) if reading else None
         scores = groups.ordered(logits) if groups is not None else logits.detach().to(torch.float32, copy=True)
         for reads_ids, apply in stages:
             if reads_ids:
@@ -267,22 +271,27 @@ class _Groups:
     """The positions of one law call grouped for the processors that read ids (:func:`_calls`),
     the groups laid consecutively: the scores are put in group order once (a gather, none when
     the order is already the identity, as in a chain or one row's tree), each group is a slice of
-    them, and one gather puts them back. What the device needs from the host comes in ONE upload
-    (:func:`_upload`): each group's prefixes as a rectangle, the order and its inverse unless it is
-    the identity, and with ``rows`` (a batch of exactly that many rows per call) the owners."""
+    them, and one gather puts them back. What the device needs from the host comes in at most ONE
+    upload (:func:`_upload`): each group's prefixes as a rectangle (unless ``ids_read`` is False:
+    every processor reads their length only, :data:`_LENGTH_ONLY`, and gets an allocation of that
+    shape), the order and its inverse unless it is the identity, and with ``rows`` (a batch of
+    exactly that many rows per call) the owners."""
 
-    def __init__(self, prefixes: Sequence[List[int]], owners: Sequence[int], rows: Optional[int], device):
+    def __init__(self, prefixes: Sequence[List[int]], owners: Sequence[int], rows: Optional[int], device,
+                 ids_read: bool = True):
         groups = _calls(prefixes, owners, rows is None)
         order = [i for group in groups for i in group]
         self.rows, self.identity = rows, order == list(range(len(order)))
+        shapes = [(len(group), len(prefixes[group[0]])) for group in groups]
         parts = [np.fromiter(itertools.chain.from_iterable(prefixes[i] for i in group), dtype=np.int64)
-                 for group in groups]
+                 for group in groups] if ids_read else []
         if not self.identity:
             parts += [np.asarray(order, dtype=np.int64), np.argsort(order)]  # a permutation's argsort: its inverse
         if rows is not None:
             parts += [np.asarray([owners[i] for i in group], dtype=np.int64) for group in groups]
-        views = iter(_upload(parts, device))  # read in the order the parts were laid
-        self.ids = [next(views).view(len(group), len(prefixes[group[0]])) for group in groups]
+        views = iter(_upload(parts, device) if parts else ())  # read in the order the parts were laid
+        self.ids = [next(views).view(shape) if ids_read else torch.empty(shape, dtype=torch.long, device=device)
+                    for shape in shapes]
         self.order, self.inverse = (None, None) if self.identity else (next(views), next(views))
         self.owners = [next(views) if rows is not None else None for _ in groups]
         ends = list(itertools.accumulate(len(group) for group in groups))
