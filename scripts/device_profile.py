@@ -12,7 +12,9 @@ warm-up run:
   time: what is left is the device waiting for the host;
 - the operators with the most host time (self CPU time, all calls in the profiled run) and, on
   ``cuda``, those with the most device time;
-- the global_resolution configuration again with the core's thread pool cut to one thread.
+- the global_resolution configuration again with the core's thread pool cut to one thread;
+- first, one target forward as ``target.generate`` makes it and as the loop makes it, host time
+  and time until the device is done (:func:`forward_costs`).
 
 It answers the question of docs/benchmarks/gpu.md ("Token trees with the inflated target"): which
 part of a round costs more than the flat cost model expects. ``--device cpu`` is a dry run of the
@@ -24,6 +26,7 @@ import argparse
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 import multidraft as md
@@ -75,6 +78,41 @@ def report(label: str, seconds: float, rounds: int, profiler, stats=None, top: i
         print(profiler.key_averages().table(sort_by="self_device_time_total", row_limit=top))
 
 
+def forward_costs(model, prompt: torch.Tensor, slots: int = 17, repeats: int = 10) -> dict:
+    """Median milliseconds of one target forward after the cached ``prompt``, as ``target.generate``
+    makes it (one new token, no mask) and as the loop makes it (``slots`` new tokens, a 4-D additive
+    mask, explicit position ids, ``slots`` logits kept), each as host time until the call returns
+    (launching) and until the device is done; the cache is cut back after each call. The loop's
+    pass costs more than a plain step on a GPU (docs/benchmarks/gpu.md): this separates the model's
+    share from the loop's."""
+    from transformers import DynamicCache
+
+    device, dtype = prompt.device, next(model.parameters()).dtype
+    cache = DynamicCache()
+    model(input_ids=prompt, past_key_values=cache, use_cache=True)
+    T = prompt.shape[1]
+    allowed = torch.ones(slots, T + slots, dtype=torch.bool, device=device).tril(T)
+    mask = torch.zeros(1, 1, slots, T + slots, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
+    calls = {"plain step": dict(input_ids=prompt[:, -1:], logits_to_keep=1),
+             f"{slots}-slot pass, 4-D mask": dict(input_ids=prompt[:, -1:].expand(1, slots), attention_mask=mask,
+                                                  position_ids=torch.arange(T, T + slots, device=device)[None],
+                                                  logits_to_keep=slots)}
+    out = {}
+    for label, arguments in calls.items():
+        host, total = [], []
+        for _ in range(repeats + 1):
+            _device.synchronize(device)
+            start = time.perf_counter()
+            model(past_key_values=cache, use_cache=True, **arguments)
+            host.append(time.perf_counter() - start)
+            _device.synchronize(device)
+            total.append(time.perf_counter() - start)
+            for layer in cache.layers:  # back to the prompt (as the loop's commit slices its cache)
+                layer.keys, layer.values = layer.keys[:, :, :T], layer.values[:, :, :T]
+        out[label] = (1e3 * float(np.median(host[1:])), 1e3 * float(np.median(total[1:])))
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pair", type=Path, default=Path("gpu-pair"))
@@ -102,6 +140,9 @@ def main(argv=None) -> int:
     common = dict(max_new_tokens=n, min_new_tokens=n, do_sample=True, attention_mask=torch.ones_like(prompt),
                   pad_token_id=0)
     with torch.inference_mode():
+        for label, (host, total) in forward_costs(target, prompt).items():
+            print(f"target forward, {label}: {host:.2f} ms on the host until it returns, {total:.2f} ms until the "
+                  "device is done")
         seconds, _, profiler = profiled(lambda: target.generate(prompt, **common), device)
         report("target.generate", seconds, n, profiler)
         runs = list(CONFIGS) + [(ONE_CORE_THREAD, CONFIGS[1][1])]
