@@ -183,12 +183,14 @@ def temperature(value, name: str = "temperature") -> float:
     return float(value)
 
 
-def count(n, name: str = "n", minimum: int = 1) -> int:
-    """A positive integer such as the number of drafts."""
+def count(n, name: str = "n", minimum: int = 1, maximum: Optional[int] = None) -> int:
+    """An integer in [minimum, maximum] (no upper bound without ``maximum``), such as the number of drafts."""
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):
         raise ValueError(f"'{name}' must be an integer, got {n!r}")
     if n < minimum:
         raise ValueError(f"'{name}' must be >= {minimum}, got {n}")
+    if maximum is not None and n > maximum:
+        raise ValueError(f"'{name}' must be <= {maximum}, got {n}")
     return int(n)
 
 

@@ -308,13 +308,13 @@ def test_estimate_counts_from_several_threads():
 
 def test_estimate_rejects_bad_observations():
     estimate = AcceptanceEstimate()
-    for call, message in [(lambda: estimate.observe(0, True), "k must be >= 1"),
-                          (lambda: estimate.observe(1.5, True), "k must be an integer"),
-                          (lambda: estimate.observe(2, "yes"), "accepted must be a bool"),
-                          (lambda: estimate.observe_exact(2, 1.5), "alpha must be a probability"),
-                          (lambda: estimate.observe_exact(2, float("nan")), "alpha must be a probability"),
-                          (lambda: estimate.curve(0), "K must be >= 1"),
-                          (lambda: AcceptanceEstimate(prior=(1.0, 0.5)), "prior must be"),
+    for call, message in [(lambda: estimate.observe(0, True), "'k' must be >= 1"),
+                          (lambda: estimate.observe(1.5, True), "'k' must be an integer"),
+                          (lambda: estimate.observe(2, "yes"), "'accepted' must be a bool"),
+                          (lambda: estimate.observe_exact(2, 1.5), "'alpha' must be a probability"),
+                          (lambda: estimate.observe_exact(2, float("nan")), "'alpha' must be a probability"),
+                          (lambda: estimate.curve(0), "'K' must be >= 1"),
+                          (lambda: AcceptanceEstimate(prior=(1.0, 0.5)), "'prior' must be"),
                           (lambda: AcceptanceEstimate(prior_weight=0), "prior_weight")]:
         with pytest.raises(ValueError, match=message):
             call()
@@ -327,18 +327,18 @@ def test_estimate_rejects_bad_observations():
     (lambda: best_trees([0.5, 1.2], 4, 2), r"acceptance\[1\] = 1.2 is not a probability"),
     (lambda: best_trees([], 4, 2), "non-empty"),
     (lambda: best_trees([[0.5]], 4, 2), "1-D"),
-    (lambda: best_trees([0.5], 0, 2), "budget must be >= 1"),
-    (lambda: best_trees([0.5], 2.0, 2), "budget must be an integer"),
-    (lambda: best_trees([0.5], 2, 0), "max_depth must be >= 1"),
-    (lambda: best_trees([0.5], 10 ** 6, 2), "budget must be <= 1024"),
-    (lambda: best_trees([0.5], 2, 10 ** 6), "max_depth must be <= 64"),
+    (lambda: best_trees([0.5], 0, 2), "'budget' must be >= 1"),
+    (lambda: best_trees([0.5], 2.0, 2), "'budget' must be an integer"),
+    (lambda: best_trees([0.5], 2, 0), "'max_depth' must be >= 1"),
+    (lambda: best_trees([0.5], 10 ** 6, 2), "'budget' must be <= 1024"),
+    (lambda: best_trees([0.5], 2, 10 ** 6), "'max_depth' must be <= 64"),
     (lambda: best_trees([0.5], 2, 2).tree(3, 2), "outside the table"),
     (lambda: best_trees([0.5], 2, 2).tree(2, 1), "no tree has 2 nodes within depth 1"),
     (lambda: expected_tokens((-1, 1), [0.5]), r"parents\[1\] = 1 must be -1"),
     (lambda: expected_tokens((-1, -1), [0.5]), "group has 2 children"),
     (lambda: expected_tokens((-1, 0.5), [0.5]), "integers"),
-    (lambda: choose_tree([0.5], np.ones(4), np.ones(3), 4), r"target_cost has 4 entries but target_cost\[4\]"),
-    (lambda: choose_tree([0.5], np.ones(5), np.ones(2), 4), r"draft_cost has 2 entries but draft_cost\[2\]"),
+    (lambda: choose_tree([0.5], np.ones(4), np.ones(3), 4), r"'target_cost' has 4 entries but target_cost\[4\]"),
+    (lambda: choose_tree([0.5], np.ones(5), np.ones(2), 4), r"'draft_cost' has 2 entries but draft_cost\[2\]"),
     (lambda: choose_tree([0.5], np.zeros(5), np.ones(3), 4), r"target_cost\[0\] = 0.0 must be"),
     (lambda: choose_tree([0.5], np.ones(5), -np.ones(3), 4), r"draft_cost\[1\] = -1.0 must be"),
     (lambda: choose_tree([0.5], np.ones(5), np.ones(3), 4, verify_cost=-1), "verify_cost"),
@@ -370,9 +370,9 @@ def test_measure_costs_on_a_tiny_llama_leaves_the_cache_as_it_was():
     assert cache.get_seq_length() == 6
     for (keys, values), layer in zip(before, cache.layers):
         assert torch.equal(keys, layer.keys) and torch.equal(values, layer.values)
-    for bad, message in [(dict(sizes=[0]), "sizes must be"), (dict(sizes=[1], repeats=0), "repeats must be >= 1"),
-                         (dict(context_ids=torch.zeros(2, 2, 2, dtype=torch.long)), "context_ids must be"),
-                         (dict(cache=DynamicCache()), "cache holds 0 positions")]:
+    for bad, message in [(dict(sizes=[0]), "'sizes' must be"), (dict(sizes=[1], repeats=0), "'repeats' must be >= 1"),
+                         (dict(context_ids=torch.zeros(2, 2, 2, dtype=torch.long)), "'context_ids' must be"),
+                         (dict(cache=DynamicCache()), "'cache' holds 0 positions")]:
         arguments = dict(context_ids=context, sizes=[1]) | bad
         with pytest.raises(ValueError, match=message):
             measure_costs(model, **arguments)
@@ -387,7 +387,7 @@ def test_counts_observe_as_many_single_groups():
     np.testing.assert_array_equal(one.counts()[0], many.counts()[0])
     np.testing.assert_array_equal(one.counts()[1], many.counts()[1])
     np.testing.assert_array_equal(one.curve(6), many.curve(6))
-    with pytest.raises(ValueError, match="at most groups"):
+    with pytest.raises(ValueError, match="must be at most 'groups'"):
         many.observe_counts(2, 3, 4)
 
 

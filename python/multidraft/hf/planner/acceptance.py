@@ -8,7 +8,7 @@ from typing import Tuple
 
 import numpy as np
 
-from .checks import _check_int
+from ... import _validation as check
 
 
 def _family(k: np.ndarray, a: np.ndarray, gamma: np.ndarray) -> np.ndarray:
@@ -45,9 +45,9 @@ class AcceptanceEstimate:
     def __init__(self, prior: Tuple[float, float] = (0.5, 0.5), prior_weight: float = 2.0):
         a0, gamma0 = (float(x) for x in prior)
         if not (0.0 < a0 < 1.0) or not (0.0 <= gamma0 <= 2.0):
-            raise ValueError(f"prior must be (a, gamma) with 0 < a < 1 and 0 <= gamma <= 2, got {prior!r}")
+            raise ValueError(f"'prior' must be (a, gamma) with 0 < a < 1 and 0 <= gamma <= 2, got {prior!r}")
         if not (math.isfinite(float(prior_weight)) and prior_weight > 0):
-            raise ValueError(f"prior_weight must be a finite number > 0, got {prior_weight!r}")
+            raise ValueError(f"'prior_weight' must be a finite number > 0, got {prior_weight!r}")
         self.prior = (a0, gamma0)
         self.prior_weight = float(prior_weight)
         self._groups = np.zeros(0)
@@ -67,28 +67,28 @@ class AcceptanceEstimate:
 
     def observe(self, k: int, accepted: bool) -> None:
         """One verified group of k children; ``accepted``: whether one of them was accepted."""
-        k = _check_int("k", k, 1)
+        k = check.count(k, "k", 1)
         if not isinstance(accepted, (bool, np.bool_, int, np.integer)) or accepted not in (0, 1):
-            raise ValueError(f"accepted must be a bool, got {accepted!r}")
+            raise ValueError(f"'accepted' must be a bool, got {accepted!r}")
         self._add(k, float(accepted))
 
     def observe_counts(self, k: int, groups: int, accepted: int) -> None:
         """``groups`` verified groups of k children, ``accepted`` of them accepted (as many
         :meth:`observe` calls)."""
-        k = _check_int("k", k, 1)
-        groups = _check_int("groups", groups, 0)
-        accepted = _check_int("accepted", accepted, 0)
+        k = check.count(k, "k", 1)
+        groups = check.count(groups, "groups", 0)
+        accepted = check.count(accepted, "accepted", 0)
         if accepted > groups:
-            raise ValueError(f"accepted ({accepted}) must be at most groups ({groups})")
+            raise ValueError(f"'accepted' ({accepted}) must be at most 'groups' ({groups})")
         if groups:
             self._add(k, float(accepted), float(groups))
 
     def observe_exact(self, k: int, alpha: float) -> None:
         """The verifier's exact P(accept) at a visited node with a group of k children (lower variance)."""
-        k = _check_int("k", k, 1)
+        k = check.count(k, "k", 1)
         value = float(alpha)
         if not (0.0 <= value <= 1.0):
-            raise ValueError(f"alpha must be a probability in [0, 1], got {alpha!r}")
+            raise ValueError(f"'alpha' must be a probability in [0, 1], got {alpha!r}")
         self._add(k, value)
 
     def counts(self) -> Tuple[np.ndarray, np.ndarray]:
@@ -116,7 +116,7 @@ class AcceptanceEstimate:
 
     def curve(self, K: int) -> np.ndarray:
         """(K,) nondecreasing estimate of alpha(1..K), in [0, 1]."""
-        K = _check_int("K", K, 1)
+        K = check.count(K, "K", 1)
         with self._lock:
             groups, accepted = self._groups.copy(), self._accepted.copy()
             if self._stale:

@@ -1,10 +1,9 @@
-"""The planner's input checks, shared by its modules: an acceptance curve alpha(1..K), a bounded
-integer, a tree shape ``parents`` (see :mod:`~multidraft.hf.planner.tokens`), seconds of loop work
-per output token."""
+"""The planner's input checks, shared by its modules (integers: ``multidraft._validation.count``):
+an acceptance curve alpha(1..K), a tree shape ``parents`` (see :mod:`~multidraft.hf.planner.tokens`),
+seconds of loop work per output token."""
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 
@@ -14,28 +13,18 @@ def _check_acceptance(acceptance) -> np.ndarray:
     try:
         alpha = np.asarray(acceptance, dtype=np.float64)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"acceptance must be a 1-D array of probabilities: {error}") from None
+        raise ValueError(f"'acceptance' must be a 1-D array of probabilities: {error}") from None
     if alpha.ndim != 1 or alpha.size == 0:
-        raise ValueError(f"acceptance must be a non-empty 1-D array alpha(1..K), got shape {alpha.shape}")
+        raise ValueError(f"'acceptance' must be a non-empty 1-D array alpha(1..K), got shape {alpha.shape}")
     bad = np.flatnonzero(~np.isfinite(alpha) | (alpha < 0) | (alpha > 1))
     if bad.size:
         raise ValueError(f"acceptance[{bad[0]}] = {float(alpha[bad[0]])} is not a probability in [0, 1]")
     drop = np.flatnonzero(np.diff(alpha) < 0)
     if drop.size:
         i = drop[0]
-        raise ValueError(f"acceptance must be nondecreasing in the group size: acceptance[{i + 1}] = "
+        raise ValueError(f"'acceptance' must be nondecreasing in the group size: acceptance[{i + 1}] = "
                          f"{float(alpha[i + 1])} < acceptance[{i}] = {float(alpha[i])}")
     return alpha
-
-
-def _check_int(name: str, value, minimum: int, maximum: Optional[int] = None) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return int(value)
 
 
 def _check_parents(parents) -> np.ndarray:
@@ -43,9 +32,9 @@ def _check_parents(parents) -> np.ndarray:
     try:
         array = np.asarray(parents)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"parents must be a sequence of integers: {error}") from None
+        raise ValueError(f"'parents' must be a sequence of integers: {error}") from None
     if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
-        raise ValueError(f"parents must be a 1-D sequence of integers, got {parents!r}")
+        raise ValueError(f"'parents' must be a 1-D sequence of integers, got {parents!r}")
     array = array.astype(np.int64)
     bad = np.flatnonzero((array < -1) | (array >= np.arange(array.size)))
     if bad.size:
@@ -60,5 +49,5 @@ def _check_verify_cost(verify_cost) -> float:
     except (TypeError, ValueError):
         value = math.nan
     if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"verify_cost must be finite seconds >= 0, got {verify_cost!r}")
+        raise ValueError(f"'verify_cost' must be finite seconds >= 0, got {verify_cost!r}")
     return value

@@ -10,8 +10,9 @@ from typing import Callable, Sequence, Union
 
 import numpy as np
 
+from ... import _validation as check
 from ..._device import synchronize
-from .checks import _check_int, _check_parents, _check_verify_cost
+from .checks import _check_parents, _check_verify_cost
 from .tokens import _groups, expected_tokens
 
 Cost = Union[Sequence[float], np.ndarray, Callable[[int], float]]
@@ -29,11 +30,11 @@ def _cost_array(cost: Cost, first: int, last: int, name: str, positive: bool) ->
         try:
             array = np.asarray(cost, dtype=np.float64)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"{name} must be a 1-D array of seconds or a callable: {error}") from None
+            raise ValueError(f"'{name}' must be a 1-D array of seconds or a callable: {error}") from None
         if array.ndim != 1:
-            raise ValueError(f"{name} must be a 1-D array of seconds, got shape {array.shape}")
+            raise ValueError(f"'{name}' must be a 1-D array of seconds, got shape {array.shape}")
         if array.size < last + 1:
-            raise ValueError(f"{name} has {array.size} entries but {name}[{last}] is needed "
+            raise ValueError(f"'{name}' has {array.size} entries but {name}[{last}] is needed "
                              f"(indices {first}..{last})")
         out[first:] = array[first:last + 1]
     bad = np.flatnonzero(~np.isfinite(out[first:]) | (out[first:] <= 0 if positive else out[first:] < 0))
@@ -101,12 +102,12 @@ def measure_costs(model, context_ids, sizes, repeats: int = 3, cache=None) -> np
     if ids.dim() == 1:
         ids = ids[None]
     if ids.dim() != 2 or ids.shape[1] < 1 or ids.dtype not in (torch.int32, torch.int64):
-        raise ValueError(f"context_ids must be (T,) or (B, T) integer token ids with T >= 1, got "
+        raise ValueError(f"'context_ids' must be (T,) or (B, T) integer token ids with T >= 1, got "
                          f"{tuple(ids.shape)} {ids.dtype}")
     sizes = np.asarray(sizes)
     if sizes.ndim != 1 or sizes.size == 0 or not np.issubdtype(sizes.dtype, np.integer) or sizes.min() < 1:
-        raise ValueError(f"sizes must be a non-empty 1-D array of token counts >= 1, got {sizes!r}")
-    repeats = _check_int("repeats", repeats, 1)
+        raise ValueError(f"'sizes' must be a non-empty 1-D array of token counts >= 1, got {sizes!r}")
+    repeats = check.count(repeats, "repeats", 1)
     device = next(model.parameters()).device
     ids = ids.to(device=device, dtype=torch.long)
     B, T = ids.shape
@@ -116,7 +117,7 @@ def measure_costs(model, context_ids, sizes, repeats: int = 3, cache=None) -> np
             cache = DynamicCache()
             model(input_ids=ids, past_key_values=cache, use_cache=True)
         if cache.get_seq_length() != T:
-            raise ValueError(f"cache holds {cache.get_seq_length()} positions but context_ids has {T}")
+            raise ValueError(f"'cache' holds {cache.get_seq_length()} positions but context_ids has {T}")
         for index, m in enumerate(sizes.tolist()):
             new = ids[:, torch.arange(m, device=device) % T]  # token values do not change the time
             positions = torch.arange(T, T + m, device=device).expand(B, m)

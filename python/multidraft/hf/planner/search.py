@@ -10,7 +10,8 @@ from typing import Tuple
 
 import numpy as np
 
-from .checks import _check_acceptance, _check_int, _check_verify_cost
+from ... import _validation as check
+from .checks import _check_acceptance, _check_verify_cost
 from .costs import Cost, _cost_array
 
 # A relative tolerance for "equally fast": ties go to the smaller, then shallower tree.
@@ -102,8 +103,8 @@ class TreeTable:
         Nodes are numbered depth by depth, children in group order (positional: the most
         probable slot first), so parents[i] < i and every depth is a contiguous run.
         """
-        m = _check_int("m", m, 0)
-        d = _check_int("d", d, 0)
+        m = check.count(m, "m", 0)
+        d = check.count(d, "d", 0)
         if m >= self.values.shape[0] or d >= self.values.shape[1]:
             raise ValueError(f"(m, d) = ({m}, {d}) is outside the table (m <= {self.values.shape[0] - 1}, "
                              f"d <= {self.values.shape[1] - 1})")
@@ -140,8 +141,8 @@ def best_trees(acceptance, budget: int, max_depth: int, positional: bool = False
     K' = min(K, budget), vectorised over sizes; memory O(max_depth * K' * budget).
     """
     alpha = _check_acceptance(acceptance)
-    budget = _check_int("budget", budget, 1, _MAX_BUDGET)
-    max_depth = _check_int("max_depth", max_depth, 1, _MAX_DEPTH)
+    budget = check.count(budget, "budget", 1, _MAX_BUDGET)
+    max_depth = check.count(max_depth, "max_depth", 1, _MAX_DEPTH)
     K = min(alpha.size, budget)
     ks = np.arange(1, K + 1)
     if positional:
