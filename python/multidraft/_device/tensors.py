@@ -124,12 +124,14 @@ def synchronize(device=None) -> None:
 
 
 def to_device(array: np.ndarray, device):
-    """A host array as a tensor on ``device``, counted."""
+    """A host array as a tensor on ``device``, counted. The copy does not wait for the device's
+    queue (a blocking one would drain it first): from pageable memory CUDA stages the source
+    before the call returns, so the array may go at once."""
     array = np.asarray(array)
     if not array.flags.c_contiguous:
         array = array.copy()  # (np.ascontiguousarray would make a 0-d array 1-D)
     _traffic.to_device = last_device_bytes() + array.nbytes
-    return torch_module().from_numpy(array).to(device)
+    return torch_module().from_numpy(array).to(device, non_blocking=True)
 
 
 # ----------------------------------------------------------------------------- row sums

@@ -19,8 +19,8 @@ are the same on a CPU tensor, which takes the same operators through the acceler
   ``unique``; ``bincount``; ``repeat_interleave`` without ``output_size``). A copy to the host
   elsewhere than in ``to_host`` (``t.cpu()``, ``t.tolist()``) is no operator on a CPU tensor and
   is not seen;
-- ``uploads``: blocking copies from the host to the device by :func:`multidraft._device.to_device`
-  (not reads, but a blocking copy to a CUDA device also waits for the stream to drain);
+- ``uploads``: copies from the host to the device by :func:`multidraft._device.to_device` (not
+  reads; one copy call each, which does not wait for the device's queue);
 - ``seconds``: host time (wall time of the calling thread) while it is entered.
 
 Copies between the host and the device are no ops (a copy is a transfer, not a kernel).
@@ -127,15 +127,14 @@ class _Counting(TorchDispatchMode):
 
 
 class _Uploads(TorchFunctionMode):
-    """``to_device``'s blocking ``.to(device)`` copies, which no aten operator shows on a CPU tensor."""
+    """``to_device``'s ``.to(device)`` copies, which no aten operator shows on a CPU tensor."""
 
     def __init__(self, owner: "Launches"):
         super().__init__()
         self.owner = owner
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if (func is torch.Tensor.to and self.owner._inside == 0 and not (kwargs or {}).get("non_blocking")
-                and _called_from("to_device")):
+        if func is torch.Tensor.to and self.owner._inside == 0 and _called_from("to_device"):
             self.owner.uploads += 1
         return func(*args, **(kwargs or {}))
 
@@ -301,7 +300,7 @@ def format_counts(rows: Sequence[dict], goals: bool = True) -> str:
     """The rows of :func:`loop_counts` as a Markdown table; ``goals``: with each multidraft row's goals
     (:func:`loop_goals`) and whether the row meets them."""
     head = ("| per round (one target pass) | kernel-launching ops outside the models | per model forward | host reads "
-            "| blocking copies to the device | host ms outside the models |")
+            "| copies to the device | host ms outside the models |")
     lines = [head + (" goal | met |" if goals else ""), "|---|---|---|---|---|---|" + ("---|---|" if goals else "")]
     for r in rows:
         line = (f"| {r['method']} | {r['ops_per_round']:.0f} | {r['ops_per_forward']:.0f} | "
@@ -402,7 +401,7 @@ def verify_goals(row: dict) -> list:
 def format_verify_counts(rows: Sequence[dict], goals: bool = True) -> str:
     """The rows of :func:`verify_counts` as a Markdown table; ``goals``: whether each call meets
     :func:`verify_goals`."""
-    head = ("| verifier | n | kernel-launching ops per call | host reads per call | blocking copies to the device "
+    head = ("| verifier | n | kernel-launching ops per call | host reads per call | copies to the device "
             "| host ms per call |")
     goal = f" goal: <= {VERIFY_MAX_OPS} ops, <= {VERIFY_MAX_READS} read |"
     lines = [head + (goal if goals else ""), "|---|---|---|---|---|---|" + ("---|" if goals else "")]

@@ -317,8 +317,8 @@ class _Groups:
 
 
 def _upload(parts: List[np.ndarray], device) -> List[torch.Tensor]:
-    """The int64 host arrays ``parts`` on ``device``, as views of ONE copy: on a GPU each blocking
-    copy from the host waits for the device's queue, so a law call makes one, not one per group."""
+    """The int64 host arrays ``parts`` on ``device``, as views of ONE copy: each copy call costs the
+    host a fixed time on a GPU, so a law call makes one, not one per group."""
     flat = _device.to_device(np.concatenate(parts), device)
     ends = itertools.accumulate(len(part) for part in parts)
     return [flat[end - len(part):end] for part, end in zip(parts, ends)]
