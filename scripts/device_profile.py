@@ -1,20 +1,20 @@
 """Where a round of the generation loop spends its time on a device: ``torch.profiler`` over generation.
 
-``python scripts/device_profile.py [--pair gpu-pair] [--device cuda] [--inflate 8b] [--new-tokens 32]``
-loads the trained pair (in ``--dtype``), inflates the target (``multidraft.bench.inflate``: the same
-logits, a larger pass), and for ``target.generate`` and each configuration of the loop (an sps chain
-of 4, four global_resolution chains of 4 with ``draft_top_k="auto"``, a top-k tree) prints, after a
-warm-up run:
+``python scripts/device_profile.py [--pair gpu-pair] [--draft draft] [--device cuda] [--inflate 8b]
+[--new-tokens 32]`` loads the trained pair (in ``--dtype``), inflates the target
+(``multidraft.bench.inflate``: the same logits, a larger pass), and prints first one target forward
+as ``target.generate`` makes it and as the loop makes it, host time and time until the device is
+done (:func:`forward_costs`); then for ``target.generate`` and each configuration of the loop (an
+sps chain of 4, four global_resolution chains of 4 with ``draft_top_k="auto"``, a top-k tree, and
+the global_resolution chains again with the core's thread pool cut to one thread), after a warm-up
+run:
 
 - wall time per round (per token for ``target.generate``), and the loop's own split of it
   (``GenerationStats``: drafting, target passes, verification; the rest is committing and caches);
 - the device's busy time per round (the sum of its kernels' time; ``cuda`` only) against the wall
   time: what is left is the device waiting for the host;
 - the operators with the most host time (self CPU time, all calls in the profiled run) and, on
-  ``cuda``, those with the most device time;
-- the global_resolution configuration again with the core's thread pool cut to one thread;
-- first, one target forward as ``target.generate`` makes it and as the loop makes it, host time
-  and time until the device is done (:func:`forward_costs`).
+  ``cuda``, those with the most device time.
 
 It answers the question of docs/benchmarks/gpu.md ("Token trees with the inflated target"): which
 part of a round costs more than the flat cost model expects. ``--device cpu`` is a dry run of the
