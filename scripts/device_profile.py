@@ -5,9 +5,9 @@
 (``multidraft.bench.inflate``: the same logits, a larger pass), and prints first one target forward
 as ``target.generate`` makes it and as the loop makes it, host time and time until the device is
 done (:func:`forward_costs`); then for ``target.generate`` and each configuration of the loop (an
-sps chain of 4, four global_resolution chains of 4 with ``draft_top_k="auto"``, a top-k tree, and
-the global_resolution chains again with the core's thread pool cut to one thread), after a warm-up
-run:
+sps chain of 4, four global_resolution chains of 4 with ``draft_top_k="auto"`` and with 16, a
+top-k tree, and the first global_resolution chains again with the core's thread pool cut to one
+thread), after a warm-up run:
 
 - wall time per round (per token for ``target.generate``), and the loop's own split of it
   (``GenerationStats``: drafting, target passes, verification; the rest is committing and caches);
@@ -37,6 +37,8 @@ from multidraft.bench.inflate import inflate, parse_shape
 CONFIGS = (("sps chain L=4", dict(verifier="sps", num_drafts=1, draft_length=4, draft_top_k=16)),
            ("global_resolution 4 chains of 4, top-k auto",
             dict(verifier="global_resolution", num_drafts=4, draft_length=4, draft_top_k="auto")),
+           ("global_resolution 4 chains of 4, top-k 16",  # the H200's slow rounds had top-k auto
+            dict(verifier="global_resolution", num_drafts=4, draft_length=4, draft_top_k=16)),
            ("topk tree (4, 2, 2)", dict(verifier="topk", tree=(4, 2, 2), draft_top_k=16)))
 #: Label of the run of the global_resolution configuration with the core's thread pool cut to the
 #: calling thread: whether waking the pool's workers for a compressed batch costs a round its time.
