@@ -10,7 +10,7 @@ import pytest
 
 import multidraft as md
 from multidraft import _core
-from conftest import Case, adversarial_pairs, case_id, dirichlet, normalised
+from conftest import Case, adversarial_pairs, dirichlet, normalised
 
 ORACLE_TOL = 1e-12
 

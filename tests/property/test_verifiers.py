@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import example, given, strategies as st
 
-import multidraft as md
 from conftest import verifier_configs
 
 from . import reference
