@@ -11,9 +11,10 @@ from transformers.generation import EosTokenCriteria, MaxLengthCriteria
 
 from .. import _validation as check
 from ..verifiers import Verifier
-from ._laws import draft_top_k_option, processor_law, sampling_options, warp_law
+from ._laws import draft_top_k_option, sampling_options, warp_law
 from ._loop import run
 from ._oov import DraftVocabulary
+from ._processors import processor_law
 from ._setup import DEFAULT_VERIFIER, Setup, read_prompts, read_tree, resolve_verifier, token_ids
 from ._stats import GenerationResult, MultiDraftOutput
 from ._cache import check_model

@@ -1,4 +1,4 @@
-"""multidraft.hf's law of transformers' logits processors (hf/_laws.py: processor_law).
+"""multidraft.hf's law of transformers' logits processors (hf/_processors.py: processor_law).
 
 Each position's law must be the processors applied to that position alone (its prefix as a (1, T)
 batch, its scores (1, V) in float32), in their order, then argmax or the law's softmax: compared
@@ -23,7 +23,8 @@ from transformers.generation.logits_process import (ExponentialDecayLengthPenalt
 
 import multidraft as md
 from multidraft.bench.launches import Launches
-from multidraft.hf._laws import one_hot_argmax, processor_law
+from multidraft.hf._laws import one_hot_argmax
+from multidraft.hf._processors import processor_law
 
 V = 40
 ROWS = 3
