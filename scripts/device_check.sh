@@ -67,7 +67,9 @@ wanted verify && step "verification: device path against host path" && timeout 2
 # RDK's per-token calls on float32 CUDA tensors beside NumPy's, at V = 32000 (docs/benchmarks/rdk.md)
 wanted rdk && step "rdk on tensors" && timeout 120 "${BENCH[@]}" --rdk --quick --tensors "$DEVICE" --out "$OUT" 2>&1 | tail -12 | tee "$OUT/rdk.md"
 # the 8B shape in bfloat16 fills 12 GB of the GPU; a CPU dry run inflates to the moderate preset instead
-INFLATE=$([[ $DEVICE == cuda ]] && echo 8b || echo moderate)
+# (INFLATE: a preset or shape of multidraft.bench.inflate; set but empty, none: the large pair's target
+# is already wider than the moderate preset)
+INFLATE=${INFLATE-$([[ $DEVICE == cuda ]] && echo 8b || echo moderate)}
 wanted profile && { step "profile, target inflated to $INFLATE"; timeout 240 $PY scripts/device_profile.py \
     --pair "$PAIR" --draft "$DRAFT" --device "$DEVICE" --inflate "$INFLATE" 2>&1 | grep -v "Loading weights" > "$OUT/profile.md"; head -40 "$OUT/profile.md"; }
 wanted inflated && step "generation, target inflated to $INFLATE" && timeout 240 "${BENCH[@]}" --generation --pair "$PAIR" \
