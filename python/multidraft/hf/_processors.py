@@ -34,6 +34,11 @@ def _id_free(processor) -> bool:
     return type(processor).__name__ in _ID_FREE
 
 
+def _length_only(processor) -> bool:
+    """Whether ``processor`` reads only the length of the ids (:data:`_LENGTH_ONLY`): no ids on the device."""
+    return type(processor).__name__ in _LENGTH_ONLY
+
+
 def _row_wise(processor) -> bool:
     """Whether ``processor``'s output row depends on that row's ids and scores only (:data:`_ROW_WISE`)."""
     name = type(processor).__name__
@@ -52,7 +57,7 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
     stages = _stages(processors)
     reading = [p for p in processors if not _id_free(p)]
     row_wise = all(_row_wise(p) for p in reading)
-    ids_read = any(type(p).__name__ not in _LENGTH_ONLY for p in reading)
+    ids_read = not all(_length_only(p) for p in reading)
 
     def law(logits: torch.Tensor, prefixes, owners, checks, normalise) -> torch.Tensor:
         groups = _Groups(prefixes, owners, None if row_wise else rows, logits.device, ids_read) if reading else None
