@@ -55,10 +55,13 @@ demo: install
 # The vLLM plugin's tests that need vLLM (tests/vllm/test_engine.py, test_sampler.py) run in its
 # environment, with only tests/vllm's conftest; the main run ignores them (tests/conftest.py). vLLM's
 # CPU build wants Intel OpenMP preloaded (it comes with it): without, speculative steps crawl.
+# The generation loop's tests run there too: its older transformers takes the cache as
+# past_key_values, which the main environment's renamed to cache (5.24).
 test: install vllm-env
 	MULTIDRAFT_REQUIRE_ALL_TESTS=$(if $(filter ON,$(NATIVE)),0,1) $(PY) -m pytest -q tests
 	LD_PRELOAD=$(CURDIR)/$(VLLM_VENV)/lib/libiomp5.so $(VLLM_PY) -m pytest -q -p no:cacheprovider \
 	    --confcutdir=tests/vllm tests/vllm/test_engine.py tests/vllm/test_sampler.py
+	$(VLLM_PY) -m pytest -q -p no:cacheprovider tests/hf/test_hf.py
 
 # The core built with AddressSanitizer + UndefinedBehaviorSanitizer under the whole suite, then with
 # ThreadSanitizer under the thread tests (scripts/sanitize.sh, docs/sanitizers.md); any report fails.

@@ -88,10 +88,12 @@ def forward_costs(model, prompt: torch.Tensor, slots: int = 17, repeats: int = 1
     pass costs more than a plain step on a GPU (docs/benchmarks/gpu.md): this separates the model's
     share from the loop's."""
     from transformers import DynamicCache
+    from multidraft.hf._cache import cache_keyword
 
     device, dtype = prompt.device, next(model.parameters()).dtype
     cache = DynamicCache()
-    model(input_ids=prompt, past_key_values=cache, use_cache=True)
+    keyword = cache_keyword(model)
+    model(input_ids=prompt, use_cache=True, **{keyword: cache})
     T = prompt.shape[1]
     allowed = torch.ones(slots, T + slots, dtype=torch.bool, device=device).tril(T)
     mask = torch.zeros(1, 1, slots, T + slots, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
@@ -105,7 +107,7 @@ def forward_costs(model, prompt: torch.Tensor, slots: int = 17, repeats: int = 1
         for _ in range(repeats + 1):
             _device.synchronize(device)
             start = time.perf_counter()
-            model(past_key_values=cache, use_cache=True, **arguments)
+            model(use_cache=True, **{keyword: cache}, **arguments)
             host.append(time.perf_counter() - start)
             _device.synchronize(device)
             total.append(time.perf_counter() - start)

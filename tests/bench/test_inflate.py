@@ -9,6 +9,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from multidraft import hf
 from multidraft.bench.inflate import EIGHT_B, MODERATE, PRESETS, inflate, parse_shape
+from multidraft.hf._cache import cache_keyword, returned_cache
 from hf_models import tiny_model
 
 V = 40
@@ -83,7 +84,7 @@ def test_logits_equal_with_a_cache_over_two_calls(pair):
     with torch.inference_mode():
         for model in (small, big):
             prefill = model(ids[:, :-1], use_cache=True)
-            step = model(ids[:, -1:], past_key_values=prefill.past_key_values, use_cache=True)
+            step = model(ids[:, -1:], use_cache=True, **{cache_keyword(model): returned_cache(prefill)})
             logits.append(torch.cat([prefill.logits, step.logits], 1))
     assert_close(logits[1], logits[0])
 

@@ -23,6 +23,7 @@ from transformers import (LlamaConfig, LlamaForCausalLM, LogitsProcessorList, Re
 
 import multidraft as md
 from multidraft import hf
+from multidraft.hf._cache import cache_keyword
 from hf_models import (FAMILIES, assert_follows, batch_and_rows, processed_sequence_law, sequence_law, tiny_model,
                        tiny_pair, word_tokenizer)
 
@@ -191,7 +192,7 @@ def test_statistics_add_up(pairs):
 def test_streamer_receives_the_new_tokens_and_ends(pairs):
     target, draft = pairs["llama"]
     tokenizer = word_tokenizer(target.config.vocab_size)
-    streamer = TextIteratorStreamer(tokenizer, skip_prompt=True)
+    streamer = TextIteratorStreamer(tokenizer, skip_prompt=True, timeout=120)  # a failed loop raises, never hangs
     ids = torch.tensor([PROMPT])
     result = {}
     run = lambda: result.setdefault("out", target.generate(
@@ -200,7 +201,7 @@ def test_streamer_receives_the_new_tokens_and_ends(pairs):
     thread = threading.Thread(target=run)
     thread.start()
     text = "".join(streamer)  # ends only when the loop calls streamer.end()
-    thread.join()
+    thread.join(120)
     assert text.split() == tokenizer.decode(result["out"][0, len(PROMPT):]).split()
 
 
@@ -287,6 +288,20 @@ def test_decode_refuses_what_it_does_not_do(kwargs, message, pairs):
     with pytest.raises(ValueError, match=message):
         target.generate(torch.tensor([PROMPT]), custom_generate=hf.decode, max_new_tokens=4,
                         **({"draft_model": draft} if kwargs else {}), **kwargs)
+
+
+def test_decode_refuses_a_filled_cache_by_either_name(pairs):
+    """transformers 5.24 renamed the cache argument past_key_values to cache; both are read."""
+    from transformers import DynamicCache
+
+    target, draft = pairs["llama"]
+    keyword = cache_keyword(target)
+    filled = DynamicCache()
+    with torch.inference_mode():
+        target(input_ids=torch.tensor([PROMPT]), use_cache=True, **{keyword: filled})
+    with pytest.raises(ValueError, match=f"a filled '{keyword}' is not supported"):
+        target.generate(torch.tensor([PROMPT]), custom_generate=hf.decode, draft_model=draft, max_new_tokens=4,
+                        **{keyword: filled})
 
 
 def test_models_without_an_exact_cache_are_refused():

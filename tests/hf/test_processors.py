@@ -8,6 +8,7 @@ ignore the ids run once over all positions and need no prefixes; those that read
 upload of the ids per call, whatever the number of groups, and none when they read only the ids'
 length (multidraft.bench.launches counts both).
 """
+import functools
 import random
 
 import pytest
@@ -24,7 +25,7 @@ from transformers.generation.logits_process import (ExponentialDecayLengthPenalt
 import multidraft as md
 from multidraft.bench.launches import Launches
 from multidraft.hf._laws import one_hot_argmax
-from multidraft.hf._processors import processor_law
+from multidraft.hf._processors import _call_reads, _ids_use, processor_law
 
 V = 40
 ROWS = 3
@@ -117,6 +118,10 @@ def test_a_processor_with_batch_state_sees_each_position_in_its_owners_row(cpu_o
     row-wise: each position sits in its owner's row of a batch of exactly ROWS rows, where it is
     penalised as the same penalty with that row's prompt length (an int) penalises it alone."""
     ignore = [1, 4, 2]
+    try:
+        RepetitionPenaltyLogitsProcessor(1.7, prompt_ignore_length=torch.tensor(ignore))
+    except ValueError:  # the tests' transformers (constraints.txt) takes one; releases before 5.23 do not
+        pytest.skip("this transformers takes no per-row prompt_ignore_length")
     logits, prefixes, owners = positions(3, 10)
     law = processor_law([TemperatureLogitsWarper(0.9), RepetitionPenaltyLogitsProcessor(
         1.7, prompt_ignore_length=torch.tensor(ignore)), TopKLogitsWarper(15)], False, ROWS)
@@ -181,3 +186,80 @@ def test_processors_reading_the_length_only_need_no_ids_on_the_device(monkeypatc
     assert law.uses_prefixes and len({len(prefix) for prefix in prefixes}) > 1
     assert counted(law, logits, sorted(prefixes, key=len), owners).uploads == 0
     assert counted(law, logits, prefixes, owners).uploads == 1
+
+
+def test_the_installed_transformers_warpers_read_no_ids_and_length_processors_the_length_only():
+    """The paths above are taken with the transformers the tests run on: read from the source of
+    each processor's ``__call__`` (a release that starts reading the ids would change this)."""
+    assert {_ids_use(p) for p in id_free() + [SuppressTokensLogitsProcessor([1])]} == {"none"}
+    assert {_ids_use(p) for p in length_only()} == {"length"}
+    assert {_ids_use(p) for p in reading_ids()[:2]} == {"values"}
+
+
+def _top_k_reading_ids():
+    """A processor named like transformers' top-k warper whose call reads the ids' values: the
+    law must give it the ids (as a transformers release that changed the warper would)."""
+    class TopKLogitsWarper:
+        def __call__(self, input_ids, scores):
+            return scores.scatter_add(1, input_ids[:, -1:], torch.full_like(scores[:, :1], 2.0))
+    return TopKLogitsWarper()
+
+
+def _length_reading_ids():
+    class MinLengthLogitsProcessor:
+        def __call__(self, input_ids, scores):
+            return scores - input_ids.shape[-1] * input_ids.sum(-1, keepdim=True).to(scores.dtype) / 10
+    return MinLengthLogitsProcessor()
+
+
+@pytest.mark.parametrize("make", [_top_k_reading_ids, _length_reading_ids], ids=["id-free name", "length-only name"])
+def test_a_known_name_whose_call_reads_the_ids_gets_them(make, cpu_on_host):
+    logits, prefixes, owners = positions(5, 10)
+    processors = [TemperatureLogitsWarper(0.8), make(), TopKLogitsWarper(20)]
+    law = processor_law(processors, False, ROWS)
+    assert _ids_use(processors[1]) == "values" and law.uses_prefixes
+    assert torch.equal(law(logits, prefixes, owners), reference(processors, logits, prefixes, False))
+
+
+def _wrapped(function):
+    @functools.wraps(function)
+    def wrapper(self, input_ids, scores):
+        return function(self, input_ids[:, :0], scores)
+    return wrapper
+
+
+class _Calls:
+    """``__call__`` shapes for :func:`_call_reads`."""
+    def ignores(self, ids, scores):
+        return scores * 2
+
+    def length(self, ids, scores):
+        return scores + ids.shape[-1]
+
+    def batch_size(self, ids, scores):
+        return scores + ids.shape[0]
+
+    def shape_only(self, ids, scores):
+        return scores + len(ids.shape)
+
+    def passes_them_on(self, ids, scores):
+        return self.ignores(ids, scores)
+
+    def star(self, *arguments):
+        return arguments[1]
+
+    wrapper = _wrapped(ignores)
+
+
+@pytest.mark.parametrize("name, expected", [("ignores", "none"), ("length", "length"), ("batch_size", "values"),
+                                            ("shape_only", "values"), ("passes_them_on", "values"),
+                                            ("star", "values"), ("wrapper", "values")])
+def test_how_a_call_uses_its_ids_is_read_from_its_source(name, expected):
+    assert _call_reads(getattr(_Calls, name)) == expected
+
+
+def test_a_call_without_source_is_taken_to_read_the_ids():
+    namespace = {}
+    exec("class TopKLogitsWarper:\n    def __call__(self, ids, scores):\n        return scores\n", namespace)
+    assert _ids_use(namespace["TopKLogitsWarper"]()) == "values"
+    assert _ids_use(RepetitionPenaltyLogitsProcessor(1.2)) == "values"  # not a listed name: its source is not read

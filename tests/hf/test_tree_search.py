@@ -356,6 +356,7 @@ def test_measure_costs_on_a_tiny_llama_leaves_the_cache_as_it_was():
     torch = pytest.importorskip("torch")
     from transformers import DynamicCache
     from hf_models import tiny_model
+    from multidraft.hf._cache import cache_keyword
 
     model = tiny_model("llama", 0)
     context = torch.tensor([[1, 2, 3, 4, 5, 6]])
@@ -363,7 +364,7 @@ def test_measure_costs_on_a_tiny_llama_leaves_the_cache_as_it_was():
     assert costs.shape == (3,) and np.all(np.isfinite(costs)) and np.all(costs > 0)
     cache = DynamicCache()
     with torch.inference_mode():
-        model(input_ids=context, past_key_values=cache, use_cache=True)
+        model(input_ids=context, use_cache=True, **{cache_keyword(model): cache})
     before = [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
     costs = measure_costs(model, context, np.arange(1, 5), repeats=1, cache=cache)
     assert costs.shape == (4,) and np.all(np.isfinite(costs)) and np.all(costs > 0)

@@ -59,7 +59,8 @@ def check_model(model, role: str) -> Dict[str, Optional[int]]:
     config = getattr(model, "config", None)
     if config is None or not callable(model):
         raise ValueError(f"'{role}' must be a transformers causal LM, got {type(model).__name__}")
-    standard = {"past_key_values", "position_ids", "attention_mask"} <= set(inspect.signature(model.forward).parameters)
+    parameters = set(inspect.signature(model.forward).parameters)
+    standard = {"position_ids", "attention_mask"} <= parameters and bool({"cache", "past_key_values"} & parameters)
     supports = getattr(type(model), "_supports_default_dynamic_cache", None)
     if not standard or (supports is not None and not supports()):
         raise ValueError(f"'{role}' ({type(model).__name__}) has no standard key/value cache "
@@ -69,6 +70,17 @@ def check_model(model, role: str) -> Dict[str, Optional[int]]:
         raise ValueError(f"'{role}' uses attn_implementation={implementation!r}; multidraft.hf lays draft tokens "
                          f"out under a custom 4-D attention mask, which needs one of {_IMPLEMENTATIONS}")
     return _attention_layout(config.get_text_config(decoder=True))
+
+
+def cache_keyword(model) -> str:
+    """The keyword ``model.forward`` takes its key/value cache by: ``cache`` from transformers 5.24 on,
+    which renamed ``past_key_values`` (still taken, with a deprecation warning)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def returned_cache(output):
+    """The key/value cache a forward returned, under either name of :func:`cache_keyword`."""
+    return output["cache"] if "cache" in output else output["past_key_values"]
 
 
 def logit_width(model) -> int:
@@ -139,6 +151,7 @@ class TreeCache:
         self.pos = np.zeros((rows, 0), dtype=np.int64)
         self.node = np.zeros((rows, 0), dtype=np.int64)
         self.keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self.cache_keyword = cache_keyword(model)
         self.positions_computed = 0  # valid query slots fed to the model (statistics)
 
     def forward(self, ids: np.ndarray, valid: np.ndarray, pos: np.ndarray, node: np.ndarray,
@@ -157,9 +170,9 @@ class TreeCache:
         mask: Union[torch.Tensor, Dict[str, torch.Tensor]] = \
             masks[0] if len(kinds) == 1 else {kind: masks[i] for i, (kind, _) in enumerate(kinds)}
         extra = {"logits_to_keep": keep} if self.keeps_logits else {}
-        out = self.model(input_ids=inputs[0], attention_mask=mask, position_ids=inputs[1],
-                         past_key_values=self.cache, use_cache=True, **extra)
-        self.cache = out.past_key_values
+        out = self.model(input_ids=inputs[0], attention_mask=mask, position_ids=inputs[1], use_cache=True,
+                         **{self.cache_keyword: self.cache}, **extra)
+        self.cache = returned_cache(out)
         self.valid, self.pos, self.node = kv_valid, kv_pos, kv_node
         self.positions_computed += int(valid.sum())
         return out.logits[:, -keep:]

@@ -86,7 +86,8 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
 
 
 #: Model inputs that transformers prepares and decode reads or rebuilds itself.
-_MODEL_KWARGS = ("attention_mask", "position_ids", "use_cache", "past_key_values", "logits_to_keep", "cache_position")
+_MODEL_KWARGS = ("attention_mask", "position_ids", "use_cache", "cache", "past_key_values", "logits_to_keep",
+                 "cache_position")
 
 
 def decode(model, input_ids, logits_processor, stopping_criteria, generation_config, draft_model=None,
@@ -149,9 +150,10 @@ def _check_generation_config(config, model_kwargs) -> None:
     unknown = sorted(k for k, v in model_kwargs.items() if v is not None and k not in _MODEL_KWARGS)
     if unknown:
         raise ValueError(f"decode takes input_ids and attention_mask as model inputs; got also {unknown}")
-    cache = model_kwargs.get("past_key_values")
-    if cache is not None and cache.get_seq_length() > 0:
-        raise ValueError("decode starts from the prompt: a filled 'past_key_values' is not supported")
+    for name in ("cache", "past_key_values"):  # transformers 5.24 renamed past_key_values to cache
+        cache = model_kwargs.get(name)
+        if cache is not None and cache.get_seq_length() > 0:
+            raise ValueError(f"decode starts from the prompt: a filled {name!r} is not supported")
 
 
 def _caller_streamer():

@@ -4,8 +4,11 @@ scores, as ``generate`` applies them, computed for all positions of a call with 
 operators and at most one copy of ids to the device (docs/benchmarks/launches.md)."""
 from __future__ import annotations
 
+import ast
+import functools
 import inspect
 import itertools
+import textwrap
 from typing import Callable, List, Optional, Sequence
 
 import numpy as np
@@ -15,28 +18,65 @@ from .. import _device
 from ._laws import Law, deferred_softmax, one_hot_argmax
 
 
-#: Processors whose ``__call__`` never reads ``input_ids``, not even its shape (transformers'
-#: logits_process.py): the scores alone give their output, so one call takes every position.
-_ID_FREE = ("TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper",
-            "TypicalLogitsWarper", "EpsilonLogitsWarper", "EtaLogitsWarper", "TopHLogitsWarper",
-            "SuppressTokensLogitsProcessor", "InfNanRemoveLogitsProcessor")
-#: Processors whose ``__call__`` reads only the length of the ids (``input_ids.shape[-1]``): they
-#: need rectangles of equal prefix length, but no ids on the device.
-_LENGTH_ONLY = ("MinLengthLogitsProcessor", "MinNewTokensLengthLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",
-                "ExponentialDecayLengthPenalty")
+#: Processors whose output row depends on that row's scores, their settings and at most the ids'
+#: length (transformers' logits_process.py, 5.0 to 5.24): whether a call reads the ids at all, or
+#: their length only, is read from the installed version's source of ``__call__`` (:func:`_ids_use`),
+#: so a release that starts reading the ids' values takes the general path instead of wrong ids.
+_STATELESS = ("TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper", "MinPLogitsWarper",
+              "TypicalLogitsWarper", "EpsilonLogitsWarper", "EtaLogitsWarper", "TopHLogitsWarper",
+              "SuppressTokensLogitsProcessor", "InfNanRemoveLogitsProcessor", "MinLengthLogitsProcessor",
+              "MinNewTokensLengthLogitsProcessor", "SuppressTokensAtBeginLogitsProcessor",
+              "ExponentialDecayLengthPenalty")
 #: Processors whose output row depends on that row's ids and scores only: any batch will do.
-_ROW_WISE = _ID_FREE + _LENGTH_ONLY + ("NoRepeatNGramLogitsProcessor", "NoBadWordsLogitsProcessor",
-                                       "SequenceBiasLogitsProcessor")
+_ROW_WISE = _STATELESS + ("NoRepeatNGramLogitsProcessor", "NoBadWordsLogitsProcessor", "SequenceBiasLogitsProcessor")
+
+
+def _ids_use(processor) -> str:
+    """How ``processor`` uses its ids: ``"none"`` (one call takes every position, no prefixes
+    needed), ``"length"`` (only ``ids.shape[-1]``: rectangles of equal prefix length, no ids on the
+    device) or ``"values"``. The first two only for a class of :data:`_STATELESS` whose ``__call__``
+    source says so."""
+    cls = type(processor)
+    return _call_reads(cls.__call__) if cls.__name__ in _STATELESS else "values"
+
+
+@functools.lru_cache(maxsize=None)
+def _call_reads(function) -> str:
+    """``"none"``, ``"length"`` or ``"values"``: the uses of ``function``'s second parameter (the
+    ids) in its body, from its source; ``"values"`` whenever the source cannot tell (not found, a
+    wrapper, no such parameter)."""
+    try:
+        if hasattr(function, "__wrapped__"):  # getsource would show the wrapped function, not the wrapper
+            return "values"
+        definition = ast.parse(textwrap.dedent(inspect.getsource(function))).body[0]
+    except (OSError, TypeError, SyntaxError):
+        return "values"
+    if not isinstance(definition, ast.FunctionDef):
+        return "values"
+    parameters = definition.args.posonlyargs + definition.args.args
+    if len(parameters) < 2:
+        return "values"
+    ids = parameters[1].arg
+    body = [node for statement in definition.body for node in ast.walk(statement)]
+    uses = sum(isinstance(node, ast.Name) and node.id == ids for node in body)
+    lengths = sum(_is_length_of(node, ids) for node in body)
+    return "none" if uses == 0 else "length" if uses == lengths else "values"
+
+
+def _is_length_of(node, ids: str) -> bool:
+    """Whether ``node`` is ``ids.shape[-1]``."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+            and isinstance(node.value.value, ast.Name) and node.value.value.id == ids):
+        return False
+    try:
+        return ast.literal_eval(node.slice) == -1
+    except ValueError:
+        return False
 
 
 def _id_free(processor) -> bool:
-    """Whether ``processor`` ignores the ids (:data:`_ID_FREE`): it needs no prefixes at all."""
-    return type(processor).__name__ in _ID_FREE
-
-
-def _length_only(processor) -> bool:
-    """Whether ``processor`` reads only the length of the ids (:data:`_LENGTH_ONLY`): no ids on the device."""
-    return type(processor).__name__ in _LENGTH_ONLY
+    """Whether ``processor`` ignores the ids: it needs no prefixes at all."""
+    return _ids_use(processor) == "none"
 
 
 def _row_wise(processor) -> bool:
@@ -57,7 +97,7 @@ def processor_law(processors, greedy: bool, rows: int) -> Law:
     stages = _stages(processors)
     reading = [p for p in processors if not _id_free(p)]
     row_wise = all(_row_wise(p) for p in reading)
-    ids_read = not all(_length_only(p) for p in reading)
+    ids_read = not all(_ids_use(p) == "length" for p in reading)
 
     def law(logits: torch.Tensor, prefixes, owners, checks, normalise) -> torch.Tensor:
         groups = _Groups(prefixes, owners, None if row_wise else rows, logits.device, ids_read) if reading else None
@@ -111,7 +151,7 @@ class _Groups:
     the order is already the identity, as in a chain or one row's tree), each group is a slice of
     them, and one gather puts them back. What the device needs from the host comes in at most ONE
     upload (:func:`_upload`): each group's prefixes as a rectangle (unless ``ids_read`` is False:
-    every processor reads their length only, :data:`_LENGTH_ONLY`, and gets an allocation of that
+    every processor reads their length only, :func:`_ids_use`, and gets an allocation of that
     shape), the order and its inverse unless it is the identity, and with ``rows`` (a batch of
     exactly that many rows per call) the owners."""
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from ... import _validation as check
 from ..._device import synchronize
+from .._cache import cache_keyword
 from .checks import _check_parents, _check_verify_cost
 from .tokens import _groups, expected_tokens
 
@@ -112,10 +113,11 @@ def measure_costs(model, context_ids, sizes, repeats: int = 3, cache=None) -> np
     ids = ids.to(device=device, dtype=torch.long)
     B, T = ids.shape
     costs = np.empty(sizes.size)
+    keyword = cache_keyword(model)
     with torch.inference_mode():
         if cache is None:
             cache = DynamicCache()
-            model(input_ids=ids, past_key_values=cache, use_cache=True)
+            model(input_ids=ids, use_cache=True, **{keyword: cache})
         if cache.get_seq_length() != T:
             raise ValueError(f"'cache' holds {cache.get_seq_length()} positions but context_ids has {T}")
         for index, m in enumerate(sizes.tolist()):
@@ -126,8 +128,7 @@ def measure_costs(model, context_ids, sizes, repeats: int = 3, cache=None) -> np
             for repeat in range(repeats + 1):
                 synchronize(device)
                 start = time.perf_counter()
-                model(input_ids=new, past_key_values=cache, position_ids=positions, attention_mask=mask,
-                      use_cache=True)
+                model(input_ids=new, position_ids=positions, attention_mask=mask, use_cache=True, **{keyword: cache})
                 synchronize(device)
                 if repeat:  # the first pass warms up kernels for this shape
                     times.append(time.perf_counter() - start)
