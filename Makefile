@@ -55,8 +55,8 @@ demo: install
 # The vLLM plugin's tests that need vLLM (tests/vllm/test_engine.py, test_sampler.py) run in its
 # environment, with only tests/vllm's conftest; the main run ignores them (tests/conftest.py). vLLM's
 # CPU build wants Intel OpenMP preloaded (it comes with it): without, speculative steps crawl.
-# The generation loop's tests run there too: its older transformers takes the cache as
-# past_key_values, which the main environment's renamed to cache (5.24).
+# The generation loop's tests run there too: its transformers (5.19) takes a model's cache as
+# past_key_values, the main environment's (5.24) as cache.
 test: install vllm-env
 	MULTIDRAFT_REQUIRE_ALL_TESTS=$(if $(filter ON,$(NATIVE)),0,1) $(PY) -m pytest -q tests
 	LD_PRELOAD=$(CURDIR)/$(VLLM_VENV)/lib/libiomp5.so $(VLLM_PY) -m pytest -q -p no:cacheprovider \
