@@ -31,6 +31,9 @@ from transformers import DynamicCache
 _KINDS = ("full_attention", "sliding_attention")
 #: Attention implementations that add (eager) or apply (sdpa) a given float mask as it is.
 _IMPLEMENTATIONS = ("eager", "sdpa")
+#: The names a model's key/value cache goes by, as argument and output: transformers 5.24 renamed
+#: ``past_key_values`` (still taken, with a deprecation warning) to ``cache``.
+CACHE_KEYWORDS = ("cache", "past_key_values")
 
 
 def _attention_layout(config) -> Dict[str, Optional[int]]:
@@ -60,7 +63,7 @@ def check_model(model, role: str) -> Dict[str, Optional[int]]:
     if config is None or not callable(model):
         raise ValueError(f"'{role}' must be a transformers causal LM, got {type(model).__name__}")
     parameters = set(inspect.signature(model.forward).parameters)
-    standard = {"position_ids", "attention_mask"} <= parameters and bool({"cache", "past_key_values"} & parameters)
+    standard = {"position_ids", "attention_mask"} <= parameters and bool(parameters.intersection(CACHE_KEYWORDS))
     supports = getattr(type(model), "_supports_default_dynamic_cache", None)
     if not standard or (supports is not None and not supports()):
         raise ValueError(f"'{role}' ({type(model).__name__}) has no standard key/value cache "
@@ -73,14 +76,15 @@ def check_model(model, role: str) -> Dict[str, Optional[int]]:
 
 
 def cache_keyword(model) -> str:
-    """The keyword ``model.forward`` takes its key/value cache by: ``cache`` from transformers 5.24 on,
-    which renamed ``past_key_values`` (still taken, with a deprecation warning)."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    """The name of :data:`CACHE_KEYWORDS` that ``model.forward`` takes its key/value cache by."""
+    new, old = CACHE_KEYWORDS
+    return new if new in inspect.signature(model.forward).parameters else old
 
 
 def returned_cache(output):
-    """The key/value cache a forward returned, under either name of :func:`cache_keyword`."""
-    return output["cache"] if "cache" in output else output["past_key_values"]
+    """The key/value cache a forward returned, under either name of :data:`CACHE_KEYWORDS`."""
+    new, old = CACHE_KEYWORDS
+    return output[new] if new in output else output[old]
 
 
 def logit_width(model) -> int:

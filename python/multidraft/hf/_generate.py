@@ -17,7 +17,7 @@ from ._oov import DraftVocabulary
 from ._processors import processor_law
 from ._setup import DEFAULT_VERIFIER, Setup, read_prompts, read_tree, resolve_verifier, token_ids
 from ._stats import GenerationResult, MultiDraftOutput
-from ._cache import check_model
+from ._cache import CACHE_KEYWORDS, check_model
 
 
 def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional[int] = None,
@@ -86,8 +86,7 @@ def generate(target, draft, input_ids, max_new_tokens: int, num_drafts: Optional
 
 
 #: Model inputs that transformers prepares and decode reads or rebuilds itself.
-_MODEL_KWARGS = ("attention_mask", "position_ids", "use_cache", "cache", "past_key_values", "logits_to_keep",
-                 "cache_position")
+_MODEL_KWARGS = ("attention_mask", "position_ids", "use_cache", *CACHE_KEYWORDS, "logits_to_keep", "cache_position")
 
 
 def decode(model, input_ids, logits_processor, stopping_criteria, generation_config, draft_model=None,
@@ -150,7 +149,7 @@ def _check_generation_config(config, model_kwargs) -> None:
     unknown = sorted(k for k, v in model_kwargs.items() if v is not None and k not in _MODEL_KWARGS)
     if unknown:
         raise ValueError(f"decode takes input_ids and attention_mask as model inputs; got also {unknown}")
-    for name in ("cache", "past_key_values"):  # transformers 5.24 renamed past_key_values to cache
+    for name in CACHE_KEYWORDS:
         cache = model_kwargs.get(name)
         if cache is not None and cache.get_seq_length() > 0:
             raise ValueError(f"decode starts from the prompt: a filled {name!r} is not supported")
