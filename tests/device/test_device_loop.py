@@ -4,7 +4,8 @@ accelerator with MULTIDRAFT_TEST_DEVICE). The law of the first 3 tokens follows 
 enumerated sequence law (the seeded chi-square of tests/hf) for verifiers of every kind on the six
 model families, through both entry points, with transformers' processors and with an
 out-of-vocabulary draft through RDK; greedy decoding is the target's own; a batch equals its rows
-one at a time; what crosses to the host per round does not grow with the vocabulary. The loop's
+one at a time; what crosses to the host per round does not grow with the vocabulary, and no
+operator inside the models' forwards reads the host. The loop's
 pieces on their own: its laws against the NumPy ones and across batches, the leaf sampler against
 its law, the RDK proposal against the core's from several threads."""
 import numpy as np
@@ -221,6 +222,22 @@ def test_a_round_reads_the_host_once_per_drafted_depth_and_once_to_verify(option
     assert count.passes(target) == rounds
     assert count.reads <= (depth + 1) * rounds + 1  # + 1: the call's own set-up
     assert count.ops <= ops * rounds, (count.ops / rounds, dict(count.by_op))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_models_forwards_read_nothing_from_the_host_under_the_loops_inputs(family, pairs):
+    """The loop's inputs to a model (ids and position ids, a 4-D additive mask per layer kind, its
+    cache) make no operator inside transformers' forward synchronise with the device, so the host
+    reads of a round are the loop's own, counted outside the models (a 2-D mask, for one, is checked
+    on the host by the sdpa models' mask code)."""
+    from multidraft.bench.launches import Launches
+
+    target, draft = pairs[family]
+    with torch.inference_mode(), Launches([target, draft]) as count:
+        result = hf.generate(target, draft, torch.tensor(PROMPT), 8, verifier="global_resolution", tree=(2, 2),
+                             seed=0, draft_top_k=3, eos_token_id=None)
+    assert result.stats.target_calls >= 2 and count.passes(draft) > result.stats.target_calls
+    assert count.model_reads == 0
 
 
 @pytest.mark.parametrize("name, n, ops", [("sps", 1, 20), ("global_resolution", 4, 31), ("otlp", 2, 31)])

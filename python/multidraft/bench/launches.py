@@ -26,7 +26,9 @@ are the same on a CPU tensor, which takes the same operators through the acceler
 Copies between the host and the device are no ops (a copy is a transfer, not a kernel).
 
 Passing ``models`` leaves out what runs inside their forward passes (ops, reads and time): the
-counts are then the loop's own, beside the models'. ``forwards`` counts those passes per model.
+counts are then the loop's own, beside the models'. ``forwards`` counts those passes per model, and
+``model_reads`` the synchronising operators inside them (a read inside a forward waits for the
+device as any other; the loop's inputs to transformers' models cause none).
 
 :func:`loop_counts` counts a generation loop per round beside ``target.generate`` and transformers'
 assisted generation, :func:`verify_counts` one device verify call of every verifier; each has its
@@ -117,12 +119,14 @@ class _Counting(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         owner = self.owner
         out = func(*args, **(kwargs or {}))
+        syncs = _syncs(func, args, kwargs or {})
         if owner._inside == 0:
             if _launches_kernel(func, args, kwargs) or _copying_view(func, args, out):
                 owner.ops += 1
                 owner.by_op[func.name()] += 1
-            if _syncs(func, args, kwargs or {}):
-                owner.reads += 1
+            owner.reads += syncs
+        else:
+            owner.model_reads += syncs
         return out
 
 
@@ -148,6 +152,7 @@ class Launches:
         self.models = list(models)
         self.ops = 0
         self.reads = 0
+        self.model_reads = 0  # synchronising operators inside the models' forward passes
         self.uploads = 0
         self.seconds = 0.0
         self.forwards: Dict[int, int] = collections.Counter()
